@@ -1,0 +1,3 @@
+"""Models registered with fairseq."""
+
+from . import local_transformer  # noqa: F401

@@ -1,0 +1,181 @@
+"""The encoder attention layout: for each layer and head, its mask and Q/K group.
+
+Grammar (whitespace is ignored)::
+
+    LAYOUT := ITEM (';' ITEM)*            one ITEM per layer, or a repeated layer
+    ITEM   := '[' HEADS ']' ['*' N]       a layer, repeated N times
+            | HEADS                       a single layer
+    HEADS  := HEAD (',' HEAD)*
+    HEAD   := MASK ['@' NAME | '@@' NAME] ['*' N]
+
+* ``MASK`` is a mask token (``global``, ``identity``, ``prev-K``, ``next-K``,
+  ``band-K``; see :mod:`fairseq_local.modules.masks`).
+* A head without a group has its own Wq/Wk.
+* ``@NAME`` ties Wq/Wk among the heads of *one layer* that carry the same name
+  (seed 000, §4.2/§5.3).  In a repeated layer each copy has its own group.
+* ``@@NAME`` ties Wq/Wk across *layers*: every head tagged ``@@NAME``, in any
+  layer, uses one shared parameter set (seed 000, §5.4).
+* ``HEAD*N`` repeats a head N times (with the same group).
+
+Examples: ``[band-1,band-2,global*6]*6`` is config (b); ``[identity@a,band-2@a,
+identity@b,band-2@b,identity@c,band-2@c,identity@d,band-2@d]*6`` is config (g);
+``[prev-1@@t,prev-2@@t,next-1@@t,next-2@@t,band-1@@t,band-2@@t,identity@@t*2]*6``
+is config (l).
+"""
+
+import re
+from dataclasses import dataclass
+from typing import List, Tuple
+
+from .masks import HeadMask, MaskSpecError, parse_mask
+
+
+class LayoutError(ValueError):
+    """A malformed layout, or one that disagrees with the model's dimensions."""
+
+
+@dataclass(frozen=True)
+class HeadSpec:
+    """One head: its mask, and the key of the Q/K group it uses.
+
+    Keys are ``"L{l}.H{h}"`` (own), ``"L{l}@{name}"`` (layer-local group) or
+    ``"@@{name}"`` (cross-layer group)."""
+
+    mask: HeadMask
+    group: str
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """The heads of one layer, and the Q/K groups they use in first-use order."""
+
+    heads: Tuple[HeadSpec, ...]
+
+    @property
+    def groups(self) -> Tuple[str, ...]:
+        return tuple(dict.fromkeys(h.group for h in self.heads))
+
+    @property
+    def head_to_group(self) -> Tuple[int, ...]:
+        """For each head, the index of its group in :attr:`groups`."""
+        index = {g: i for i, g in enumerate(self.groups)}
+        return tuple(index[h.group] for h in self.heads)
+
+    @property
+    def masks(self) -> Tuple[HeadMask, ...]:
+        return tuple(h.mask for h in self.heads)
+
+
+_ITEM = re.compile(r"\[(?P<body>[^\[\]]*)\](?:\*(?P<n>[^;]*))?")
+_HEAD = re.compile(
+    r"(?P<mask>[^@*]+)(?:(?P<at>@@?)(?P<name>[^@*]*))?(?:\*(?P<n>.*))?"
+)
+
+
+def _count(text: str, where: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise LayoutError(f"{where}: repeat count '{text}' must be an integer >= 1")
+    return int(text)
+
+
+def _parse_heads(body: str, where: str) -> List[Tuple[HeadMask, str, str]]:
+    """Parse 'HEADS' into (mask, scope, name) triples, expanding '*N'."""
+    if not body:
+        raise LayoutError(f"{where}: no heads")
+    heads = []
+    for token in body.split(","):
+        m = _HEAD.fullmatch(token)
+        if not m:
+            raise LayoutError(f"{where}: cannot parse head '{token}'")
+        try:
+            mask = parse_mask(m["mask"])
+        except MaskSpecError as e:
+            raise LayoutError(f"{where}: head '{token}': {e}") from None
+        if m["at"] and not re.fullmatch(r"[A-Za-z0-9_]+", m["name"]):
+            raise LayoutError(
+                f"{where}: head '{token}': group name must be letters, digits or '_'"
+            )
+        n = _count(m["n"], f"{where}: head '{token}'") if m["n"] is not None else 1
+        heads.extend([(mask, m["at"] or "", m["name"] or "")] * n)
+    return heads
+
+
+def parse_layout(text: str) -> Tuple[LayerSpec, ...]:
+    """Parse a layout string into one :class:`LayerSpec` per layer.
+
+    Raises :class:`LayoutError` with a one-line message naming the offending part."""
+    compact = "".join(str(text).split())
+    if not compact:
+        raise LayoutError("empty attention layout")
+    layers: List[LayerSpec] = []
+    for i, item in enumerate(compact.split(";"), start=1):
+        where = f"layout item {i} '{item}'"
+        m = _ITEM.fullmatch(item)
+        if m:
+            body, n = m["body"], _count(m["n"], where) if m["n"] is not None else 1
+        elif "[" in item or "]" in item:
+            raise LayoutError(f"{where}: unbalanced or nested brackets")
+        else:
+            body, n = item, 1
+        parsed = _parse_heads(body, where)
+        for _ in range(n):
+            l = len(layers)
+            layers.append(
+                LayerSpec(
+                    tuple(
+                        HeadSpec(
+                            mask,
+                            {
+                                "": f"L{l}.H{h}",
+                                "@": f"L{l}@{name}",
+                                "@@": f"@@{name}",
+                            }[scope],
+                        )
+                        for h, (mask, scope, name) in enumerate(parsed)
+                    )
+                )
+            )
+    return tuple(layers)
+
+
+def check_layout(layers: Tuple[LayerSpec, ...], num_layers: int, num_heads: int) -> None:
+    """Raise :class:`LayoutError` if the layout does not fit the encoder."""
+    if len(layers) != num_layers:
+        raise LayoutError(
+            f"attention layout has {len(layers)} layers but the encoder has "
+            f"{num_layers} (--encoder-layers)"
+        )
+    for l, layer in enumerate(layers, start=1):
+        if len(layer.heads) != num_heads:
+            raise LayoutError(
+                f"attention layout layer {l} has {len(layer.heads)} heads but the "
+                f"encoder has {num_heads} (--encoder-attention-heads)"
+            )
+
+
+def format_layout(layers: Tuple[LayerSpec, ...]) -> str:
+    """Canonical text of a layout (inverse of :func:`parse_layout`)."""
+
+    def head_text(l: int, h: int, spec: HeadSpec) -> str:
+        if spec.group == f"L{l}.H{h}":
+            return str(spec.mask)
+        if spec.group.startswith("@@"):
+            return f"{spec.mask}{spec.group}"
+        return f"{spec.mask}@{spec.group.split('@', 1)[1]}"
+
+    def runs(items: List[str]) -> List[Tuple[str, int]]:
+        out: List[Tuple[str, int]] = []
+        for it in items:
+            if out and out[-1][0] == it:
+                out[-1] = (it, out[-1][1] + 1)
+            else:
+                out.append((it, 1))
+        return out
+
+    layer_texts = []
+    for l, layer in enumerate(layers):
+        heads = [head_text(l, h, s) for h, s in enumerate(layer.heads)]
+        # A group that is not "own" must not be split by '*N' ambiguity: '*N'
+        # repeats the same group, which is exactly what equal texts mean.
+        layer_texts.append(",".join(t if n == 1 else f"{t}*{n}" for t, n in runs(heads)))
+    return ";".join(f"[{t}]" if n == 1 else f"[{t}]*{n}" for t, n in runs(layer_texts))

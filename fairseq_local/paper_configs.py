@@ -1,0 +1,53 @@
+"""The NMT encoder configurations (a)–(l) of seed 000 (§5.2–5.4, Fig. 4), as layouts.
+
+``python -m fairseq_local.configs`` prints them with their weight counts.
+"""
+
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+
+@dataclass(frozen=True)
+class PaperConfig:
+    letter: str
+    name: str
+    arch: str
+    layout: str
+
+
+def _tied(masks: List[str], group: str) -> str:
+    return ",".join(f"{m}{group}" for m in masks)
+
+
+# "All masks once and identity twice" (seed 000, §5.2).
+ALL_MASKS = ["prev-1", "prev-2", "next-1", "next-2", "band-1", "band-2", "identity", "identity"]
+GLOBAL3 = "[global*8]*3"
+
+NMT_CONFIGS: Tuple[PaperConfig, ...] = (
+    PaperConfig("a", "Baseline", "transformer_local_baseline", "[global*8]*6"),
+    PaperConfig("b", "2LocHeads All6", "transformer_local_2lochead_all6", "[band-1,band-2,global*6]*6"),
+    PaperConfig("c", "4LocHeads All6", "transformer_local_4lochead_all6", "[band-1,band-2,band-1,band-2,global*4]*6"),
+    PaperConfig("d", "8LocHeads First3", "transformer_local_8lochead_first3", f"[{','.join(ALL_MASKS)}]*3;{GLOBAL3}"),
+    PaperConfig("e", "8LocHeads Last3", "transformer_local_8lochead_last3", f"{GLOBAL3};[{','.join(ALL_MASKS)}]*3"),
+    PaperConfig("f", "8LocHeads All6", "transformer_local_8lochead_all6", f"[{','.join(ALL_MASKS)}]*6"),
+    PaperConfig(
+        "g", "4LocHeads 4TiedLoc All6", "transformer_local_4lochead_4tiedloc_all6",
+        "[" + ",".join(f"identity@{g},band-2@{g}" for g in "abcd") + "]*6",
+    ),
+    PaperConfig(
+        "h", "2LocHeads 6TiedLoc All6", "transformer_local_2lochead_6tiedloc_all6",
+        "[" + ",".join(_tied(["identity", "band-2", "prev-1", "next-1"], f"@{g}") for g in "ab") + "]*6",
+    ),
+    PaperConfig("i", "1LocHead 7TiedLoc All6", "transformer_local_1lochead_7tiedloc_all6", f"[{_tied(ALL_MASKS, '@a')}]*6"),
+    PaperConfig("j", "1LocHead 7TiedLoc First3", "transformer_local_1lochead_7tiedloc_first3", f"[{_tied(ALL_MASKS, '@a')}]*3;{GLOBAL3}"),
+    PaperConfig("k", "Half tied", "transformer_local_half_tied", f"[{_tied(ALL_MASKS, '@@t')}]*3;{GLOBAL3}"),
+    PaperConfig("l", "Fully tied", "transformer_local_fully_tied", f"[{_tied(ALL_MASKS, '@@t')}]*6"),
+)
+
+
+def get_config(key: str) -> PaperConfig:
+    """A configuration by paper letter or arch name."""
+    for cfg in NMT_CONFIGS:
+        if key in (cfg.letter, cfg.arch):
+            return cfg
+    raise KeyError(f"no paper configuration '{key}' (letters a-l or arch names)")

@@ -1,0 +1,14 @@
+"""fairseq-local: a fairseq --user-dir plugin for local, tied and sparse attention heads."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="fairseq-local",
+    version="0.1.0",
+    description="Transformer encoders with local, Q/K-tied and sparse attention heads for fairseq",
+    packages=find_packages(include=["fairseq_local", "fairseq_local.*"]),
+    python_requires=">=3.10",
+    # fairseq-fixed must be installed with --no-deps (see scripts/setup_env.sh).
+    install_requires=["torch>=2.6", "sacrebleu", "sacremoses", "subword-nmt", "tensorboard"],
+    entry_points={"console_scripts": ["fairseq-local-configs=fairseq_local.configs:main"]},
+)
