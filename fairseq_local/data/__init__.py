@@ -1,0 +1,1 @@
+"""Data utilities for fairseq-local (synthetic corpora for tests and demos)."""

@@ -1,0 +1,318 @@
+"""Seeded generator of an artificial parallel corpus (source -> target).
+
+Used to test and demo NMT training with local-attention Transformer encoders.
+Pure standard library; the same seed and sizes give byte-identical files.
+
+Lexicon
+-------
+Both languages have pseudo-words made of random CV/CVC syllables (2-4 per
+content word, 1 per function word), drawn from different consonant sets.
+Each source lemma is mapped to an independently generated target lemma.
+Lemmas are sampled with a Zipf distribution (rank r has weight 1/r**zipf), so
+a few words are frequent and most are rare. Inflection is glued onto the
+word, so subword units are shared and BPE matters. The letter "s" is absent
+from source lemmas, so source inflection can always be read off unambiguously.
+The lexicon depends only on the seed and the lexicon sizes, not on split sizes.
+
+Source grammar: SVO, adjectives before the noun, prepositions
+-------------------------------------------------------------
+    S    -> [NEG|Q] SUBJ [AUX] VERB [OBJ] [ADVP NP0] "."
+    SUBJ -> PRON | NP | NP "and" NP
+    NP   -> DET ADJ* NOUN[-s] [MOD] | NP0 POSS ADJ* NOUN[-s] [MOD]
+    MOD  -> REL [AUX] VERB [NP]        (relative clause, subject gap)
+          | PREP NP                    (prepositional phrase)
+    NP0 is a plain "DET ADJ* NOUN" noun phrase; NP nests at most two levels.
+    Prepositions come in two disjoint sets, PREP (inside noun phrases) and
+    ADVP (sentence adjuncts), so PP attachment is never ambiguous. Source
+    nouns take "-s" in the plural; a present-tense verb takes "-s" with a
+    3rd-person singular subject. AUX marks past or future (else present).
+
+Target grammar: SOV (verb-final), pro-drop, adjectives after the noun
+---------------------------------------------------------------------
+    S    -> [SUBJ] [NP0 ADVP] [OBJ OBJM] VERB-tense-agr[-neg|-q] "."
+    NP   -> DET-agr NOUN[-ak] ADJ-agr* [MOD]   (adjectives in mirror order)
+          | NOUN[-ak] ADJ-agr* NP0 GEN [MOD]   (possessed noun first)
+    MOD  -> REL [NP OBJM] VERB-tense-agr       (verb-final, 3rd person)
+          | NP POSTP
+
+What the data tests
+-------------------
+* Local reordering: adjectives precede the noun in the source and follow it,
+  mirrored, in the target; in a possessive the order "owner POSS possessed"
+  becomes "possessed owner GEN"; prepositions become postpositions.
+* Agreement: the gender of a target noun follows from its form (masculine if
+  the lemma ends in a consonant, feminine if it ends in a vowel). Target
+  determiners and adjectives take -o/-e (m/f singular) or -ai/-ei (m/f plural).
+  The target verb takes a person/number suffix (-am -as -a -amu -asu -an for
+  1sg..3pl) and a tense suffix (past -ir, future -ol), while the source only
+  marks 3rd-person singular present. Coordinated subjects ("NP and NP") need
+  the plural. Relative-clause verbs agree with the noun they modify.
+* Longer-range information: (1) the verb moves past the object and the
+  sentence-final PP (SVO -> SOV), and the PP also moves in front of the object;
+  (2) the target drops subject pronouns, so the person of a sentence-initial
+  source pronoun is only visible on the final target verb; (3) relative
+  clauses and PPs on the subject (whose own nouns, possibly of the other
+  number, act as attractors) separate the subject from its agreeing verb;
+  (4) a sentence-initial source NEG/Q marker becomes a suffix (-ne/-ku) on
+  the final target verb, so the first source token decides the last word.
+The target is a deterministic function of the source. All pairs in a corpus
+are distinct, so valid/test pairs never appear in train. Valid and test do
+not depend on the train size.
+"""
+from __future__ import annotations
+
+import argparse
+import bisect
+import os
+import random
+from dataclasses import dataclass, fields
+
+SRC_PHON = ("pbtdkgmnlrfvz", "aeiou", "nmlrk")  # onsets, vowels, codas (no "s")
+TGT_PHON = ("ptkhmnlrjwc", "aeiou", "nrlk")
+AGR = {("m", False): "o", ("f", False): "e", ("m", True): "ai", ("f", True): "ei"}
+PERSON = {(1, False): "am", (2, False): "as", (3, False): "a",
+          (1, True): "amu", (2, True): "asu", (3, True): "an"}
+TENSE = {"pres": "", "past": "ir", "fut": "ol"}
+FUNCTION = ("neg", "q", "and", "poss", "rel", "past", "fut")  # single words
+
+
+@dataclass
+class SyntheticConfig:
+    """Sizes and knobs of the synthetic corpus (split sizes are sentence pairs)."""
+
+    seed: int = 1
+    train: int = 20000
+    valid: int = 500
+    test: int = 500
+    nouns: int = 3000
+    adjectives: int = 800
+    verbs: int = 800
+    preps: int = 40            # prepositions (half in NPs, half adjuncts)
+    dets: int = 6              # determiners
+    zipf: float = 1.0          # Zipf exponent for lemma sampling
+    min_len: int = 4           # source length bounds, "." included
+    max_len: int = 40
+
+
+class _Lexicon:
+    """Bilingual lexicon derived from the seed and lexicon sizes only."""
+
+    def __init__(self, cfg: SyntheticConfig) -> None:
+        rng = random.Random(f"lexicon:{cfg.seed}")
+        taken: dict[str, set] = {"s": set(), "t": set()}
+
+        def words(n: int, syl: tuple[int, int]) -> list[tuple[str, str]]:
+            return [(self._word(rng, SRC_PHON, syl, taken["s"]),
+                     self._word(rng, TGT_PHON, syl, taken["t"])) for _ in range(n)]
+
+        self.func = dict(zip(FUNCTION, words(len(FUNCTION), (1, 1))))
+        self.objm = self._word(rng, TGT_PHON, (1, 1), taken["t"])  # target-only
+        self.gen = self._word(rng, TGT_PHON, (1, 1), taken["t"])
+        self.pron = dict(zip(PERSON, words(len(PERSON), (1, 1))))
+        self.dets = words(cfg.dets, (1, 1))
+        self.preps = words(cfg.preps - cfg.preps // 2, (1, 2))  # inside NPs
+        self.advpreps = words(cfg.preps // 2, (1, 2))  # sentence adjuncts only
+        self.nouns = words(cfg.nouns, (2, 4))
+        self.adjs = words(cfg.adjectives, (2, 4))
+        self.verbs = words(cfg.verbs, (2, 4))
+        self.transitive = [rng.random() < 0.7 for _ in self.verbs]
+        self.cum = {}
+        for name in ("dets", "preps", "advpreps", "nouns", "adjs", "verbs"):
+            acc, cum = 0.0, []
+            for r in range(len(getattr(self, name))):
+                acc += 1.0 / (r + 1) ** cfg.zipf
+                cum.append(acc)
+            self.cum[name] = cum
+
+    @staticmethod
+    def _word(rng: random.Random, phon: tuple[str, str, str],
+              syl: tuple[int, int], taken: set) -> str:
+        onsets, vowels, codas = phon
+        while True:
+            w = "".join(rng.choice(onsets) + rng.choice(vowels)
+                        + (rng.choice(codas) if rng.random() < 0.3 else "")
+                        for _ in range(rng.randint(*syl)))
+            if w not in taken:
+                taken.add(w)
+                return w
+
+    def sample(self, rng: random.Random, name: str) -> int:
+        cum = self.cum[name]
+        return min(bisect.bisect(cum, rng.random() * cum[-1]), len(cum) - 1)
+
+
+class _Grammar:
+    """Generates one (source tokens, target tokens) pair at a time."""
+
+    def __init__(self, lex: _Lexicon, rng: random.Random) -> None:
+        self.lex, self.rng = lex, rng
+
+    def verb(self, person: int, plural: bool) -> tuple[list, str, int]:
+        """Return (source aux+verb tokens, target verb form, verb index)."""
+        lex, rng = self.lex, self.rng
+        v = lex.sample(rng, "verbs")
+        vs, vt = lex.verbs[v]
+        tense = rng.choices(("pres", "past", "fut"), (5, 3, 2))[0]
+        if tense == "pres":
+            src = [vs + "s" if (person == 3 and not plural) else vs]
+        else:
+            src = [lex.func[tense][0], vs]
+        return src, vt + TENSE[tense] + PERSON[(person, plural)], v
+
+    def np(self, depth: int, simple: bool = False) -> tuple[list, list, bool]:
+        """Noun phrase; returns (src, tgt, plural). depth bounds nesting."""
+        lex, rng = self.lex, self.rng
+        ns, nt = lex.nouns[lex.sample(rng, "nouns")]
+        plural = rng.random() < 0.3
+        agr = AGR[("f" if nt[-1] in TGT_PHON[1] else "m", plural)]
+        k = rng.choices((0, 1, 2), (5, 3.5, 1.5))[0]
+        adjs = [lex.adjs[lex.sample(rng, "adjs")] for _ in range(k)]
+        noun_s, noun_t = ns + ("s" if plural else ""), nt + ("ak" if plural else "")
+        adjs_t = [a[1] + agr for a in reversed(adjs)]
+        if not simple and rng.random() < 0.12:  # possessive
+            os_, ot, _ = self.np(0, simple=True)
+            src = os_ + [lex.func["poss"][0]] + [a[0] for a in adjs] + [noun_s]
+            tgt = [noun_t] + adjs_t + ot + [lex.gen]
+        else:
+            ds, dt = lex.dets[lex.sample(rng, "dets")]
+            src = [ds] + [a[0] for a in adjs] + [noun_s]
+            tgt = [dt + agr, noun_t] + adjs_t
+        r = rng.random()
+        if depth > 0 and not simple and r < 0.25:  # relative clause
+            vsrc, vt, v = self.verb(3, plural)
+            src += [lex.func["rel"][0]] + vsrc
+            tgt += [lex.func["rel"][1]]
+            if lex.transitive[v]:
+                os_, ot, _ = self.np(depth - 1)
+                src, tgt = src + os_, tgt + ot + [lex.objm]
+            tgt.append(vt)
+        elif depth > 0 and not simple and r < 0.45:  # prepositional phrase
+            ps, pt = lex.preps[lex.sample(rng, "preps")]
+            os_, ot, _ = self.np(depth - 1)
+            src, tgt = src + [ps] + os_, tgt + ot + [pt]
+        return src, tgt, plural
+
+    def sentence(self) -> tuple[list, list]:
+        lex, rng = self.lex, self.rng
+        r = rng.random()
+        if r < 0.2:  # pronoun subject, dropped in the target
+            person, plural = rng.choice(list(PERSON))
+            subj_s, subj_t = [lex.pron[(person, plural)][0]], []
+        elif r < 0.3:  # coordinated subject -> plural agreement
+            a_s, a_t, _ = self.np(1)
+            b_s, b_t, _ = self.np(1)
+            person, plural = 3, True
+            subj_s = a_s + [lex.func["and"][0]] + b_s
+            subj_t = a_t + [lex.func["and"][1]] + b_t
+        else:
+            subj_s, subj_t, plural = self.np(2)
+            person = 3
+        vsrc, vt, v = self.verb(person, plural)
+        obj_s, obj_t = [], []
+        if lex.transitive[v]:
+            obj_s, obj_t, _ = self.np(1)
+            obj_t = obj_t + [lex.objm]
+        pp_s, pp_t = [], []
+        if rng.random() < 0.4:
+            ps, pt = lex.advpreps[lex.sample(rng, "advpreps")]
+            n_s, n_t, _ = self.np(0)
+            pp_s, pp_t = [ps] + n_s, n_t + [pt]
+        mark_s, mark_t = [], ""
+        r = rng.random()
+        if r < 0.24:
+            key = "neg" if r < 0.12 else "q"
+            mark_s, mark_t = [lex.func[key][0]], ("ne" if key == "neg" else "ku")
+        src = mark_s + subj_s + vsrc + obj_s + pp_s + ["."]
+        tgt = subj_t + pp_t + obj_t + [vt + mark_t, "."]
+        return src, tgt
+
+
+def _write_atomic(path: str, lines: list[str]) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"  # same directory, so os.replace is atomic
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+            f.writelines(line + "\n" for line in lines)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def generate_corpus(cfg: SyntheticConfig, out_dir: str, src: str = "src",
+                    tgt: str = "tgt") -> dict:
+    """Write {split}.{src} / {split}.{tgt} for train, valid and test into out_dir.
+
+    Valid and test are generated first (each from its own seeded stream) and
+    train last, all pairs globally distinct. Returns line counts per split.
+    """
+    if cfg.train <= 0 or cfg.valid < 0 or cfg.test < 0:
+        raise ValueError("train must be > 0, valid and test must be >= 0")
+    lex = _Lexicon(cfg)
+    seen: set[str] = set()
+    data: dict[str, tuple[list, list]] = {}
+    for split in ("valid", "test", "train"):
+        n = getattr(cfg, split)
+        gram = _Grammar(lex, random.Random(f"{split}:{cfg.seed}"))
+        srcs, tgts, tries = [], [], 0
+        while len(srcs) < n:
+            tries += 1
+            if tries > 50 * n + 10000:
+                raise RuntimeError(f"could not generate {n} distinct {split} pairs")
+            s, t = gram.sentence()
+            if not cfg.min_len <= len(s) <= cfg.max_len:
+                continue
+            line = " ".join(s)
+            if line in seen:  # target is a function of source
+                continue
+            seen.add(line)
+            srcs.append(line)
+            tgts.append(" ".join(t))
+        data[split] = (srcs, tgts)
+    os.makedirs(out_dir, exist_ok=True)
+    for split in ("train", "valid", "test"):
+        _write_atomic(os.path.join(out_dir, f"{split}.{src}"), data[split][0])
+        _write_atomic(os.path.join(out_dir, f"{split}.{tgt}"), data[split][1])
+    return {split: len(data[split][0]) for split in ("train", "valid", "test")}
+
+
+class _Parser(argparse.ArgumentParser):
+    """ArgumentParser whose errors are a single stderr line (exit status 2)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Command-line entry point."""
+    p = _Parser(description="Generate a synthetic parallel corpus.")
+    p.add_argument("--out-dir", required=True)
+    for f in fields(SyntheticConfig):
+        if f.name != "zipf":
+            p.add_argument("--" + f.name.replace("_", "-"), type=int, default=f.default)
+    p.add_argument("--zipf", type=float, default=SyntheticConfig.zipf)
+    p.add_argument("--src", default="src")
+    p.add_argument("--tgt", default="tgt")
+    a = p.parse_args(argv)
+    if a.train <= 0:
+        p.error("--train must be positive")
+    if min(a.valid, a.test) < 0:
+        p.error("--valid and --test must be non-negative")
+    if min(a.nouns, a.adjectives, a.verbs, a.dets) <= 0 or a.preps < 2:
+        p.error("lexicon sizes must be positive (--preps at least 2)")
+    if a.src == a.tgt or not a.src or not a.tgt:
+        p.error("--src and --tgt must be distinct, non-empty suffixes")
+    if not 1 <= a.min_len <= a.max_len:
+        p.error("need 1 <= --min-len <= --max-len")
+    cfg = SyntheticConfig(**{f.name: getattr(a, f.name) for f in fields(SyntheticConfig)})
+    try:
+        counts = generate_corpus(cfg, a.out_dir, a.src, a.tgt)
+    except OSError as e:
+        p.error(f"cannot write corpus to {a.out_dir}: {e}".replace("\n", " "))
+    except RuntimeError as e:
+        p.error(str(e))
+    print(" ".join(f"{k}={v}" for k, v in counts.items()) + f" pairs written to {a.out_dir}")
+
+
+if __name__ == "__main__":
+    main()
