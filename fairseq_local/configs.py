@@ -14,9 +14,9 @@ from .modules.layout import format_layout, parse_layout
 from .paper_configs import NMT_CONFIGS
 
 
-def build_encoder(arch: str, overrides: Optional[dict] = None):
-    """Build the encoder of a registered arch (Transformer-base unless overridden)
-    with a small dummy dictionary."""
+def build_encoder(arch: str, overrides: Optional[dict] = None, vocab_size: int = 64):
+    """Build the encoder of a registered arch (Transformer-base unless
+    overridden) over a dummy dictionary of ``vocab_size`` symbols."""
     from fairseq.data import Dictionary
     from fairseq.models import ARCH_CONFIG_REGISTRY
     from fairseq.models.transformer import TransformerConfig, TransformerModel
@@ -27,6 +27,8 @@ def build_encoder(arch: str, overrides: Optional[dict] = None):
     ARCH_CONFIG_REGISTRY[arch](args)
     cfg = TransformerConfig.from_namespace(args)
     dictionary = Dictionary()
+    for i in range(vocab_size - len(dictionary)):
+        dictionary.add_symbol(f"w{i}")
     embed = TransformerModel.build_embedding(args, dictionary, cfg.encoder.embed_dim)
     return LocalTransformerModel.build_encoder(cfg, dictionary, embed)
 

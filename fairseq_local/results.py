@@ -1,0 +1,119 @@
+"""Collect finished (or partly finished) training runs into a table.
+
+``python -m fairseq_local.results RUNS_DIR [--csv FILE] [--markdown FILE]``
+
+Each sub-directory of RUNS_DIR is one run as written by ``scripts/train.sh``
+and ``scripts/generate.sh``. The table reads the runs' own outputs: the arch
+and the encoder attention weight count from ``checkpoint_best.pt`` (or
+``checkpoint_last.pt``), the best validation loss and the mean training
+words/s from ``train.log``, and BLEU from ``test.bleu.json``. Cells that a run
+has not produced yet are shown as "-".
+"""
+
+import argparse
+import csv
+import json
+import re
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+COLUMNS = ["config", "arch", "attn weights", "best valid loss", "test BLEU", "train words/s"]
+_SELF_ATTN = re.compile(r"^encoder\.layers\.\d+\.self_attn\.")
+
+
+def attention_weight_count(state_dict: Dict[str, "object"]) -> int:
+    """Unique ≥2-D tensors under ``encoder.layers.*.self_attn`` in a state dict
+    (tensors shared across layers are stored, and counted, once)."""
+    seen = {}
+    for key, t in state_dict.items():
+        if _SELF_ATTN.match(key) and t.dim() >= 2:
+            seen[(t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))] = t.numel()
+    return sum(seen.values())
+
+
+def _checkpoint_info(run: Path) -> Dict[str, str]:
+    for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
+        path = run / name
+        if path.exists():
+            import torch
+
+            state = torch.load(path, map_location="cpu", weights_only=False)
+            cfg = state.get("cfg") or {}
+            model_cfg = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
+            arch = getattr(model_cfg, "arch", None) or (model_cfg or {}).get("_name", "-")
+            return {"arch": str(arch), "attn weights": f"{attention_weight_count(state['model']):,}"}
+    return {}
+
+
+def _log_info(run: Path) -> Dict[str, str]:
+    log = run / "train.log"
+    if not log.exists():
+        return {}
+    valid, wps = [], []
+    for line in log.read_text(errors="replace").splitlines():
+        m = re.search(r"\| valid \| epoch .*?\| loss ([0-9.]+)", line)
+        if m:
+            valid.append(float(m.group(1)))
+        m = re.search(r"\| train \| epoch .*?\| wps ([0-9.]+)", line)
+        if m:
+            wps.append(float(m.group(1)))
+    out = {}
+    if valid:
+        out["best valid loss"] = f"{min(valid):.3f}"
+    if wps:
+        out["train words/s"] = f"{sum(wps) / len(wps):.0f}"
+    return out
+
+
+def _bleu(run: Path) -> Dict[str, str]:
+    path = run / "test.bleu.json"
+    if not path.exists():
+        return {}
+    return {"test BLEU": f"{json.loads(path.read_text())['score']:.2f}"}
+
+
+def collect(runs_dir: Path, order: Optional[List[str]] = None) -> List[Dict[str, str]]:
+    """One row per run directory (in ``order`` if given, else sorted)."""
+    names = order or sorted(p.name for p in runs_dir.iterdir() if p.is_dir())
+    rows = []
+    for name in names:
+        run = runs_dir / name
+        row = {c: "-" for c in COLUMNS}
+        row["config"] = name
+        if run.is_dir():
+            for part in (_checkpoint_info(run), _log_info(run), _bleu(run)):
+                row.update(part)
+        rows.append(row)
+    return rows
+
+
+def markdown(rows: List[Dict[str, str]]) -> str:
+    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
+    lines += ["| " + " | ".join(r[c] for c in COLUMNS) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs_dir", type=Path)
+    parser.add_argument("--runs", nargs="+", help="run names, in this order (default: all, sorted)")
+    parser.add_argument("--csv", type=Path, help="also write the table as CSV")
+    parser.add_argument("--markdown", type=Path, help="also write the table as Markdown")
+    args = parser.parse_args(argv)
+    if not args.runs_dir.is_dir():
+        parser.error(f"no runs directory '{args.runs_dir}'")
+    rows = collect(args.runs_dir, args.runs)
+    table = markdown(rows)
+    print(table)
+    if args.markdown:
+        args.markdown.write_text(table + "\n")
+    if args.csv:
+        with args.csv.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=COLUMNS)
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Learn joint BPE on the training data, apply it to every split, and binarise
+# with fairseq-preprocess (--joined-dictionary). Idempotent and resumable.
+#
+# Usage: scripts/bpe-binarize.sh --raw DIR --out DIR [--src L] [--tgt L]
+#            [--merges N] [--splits "train valid test"] [--workers N]
+# Input:  DIR/{split}.{src,tgt}, tokenised text, one sentence per line.
+# Output: OUT/bpe/{code,split.L}, OUT/{fairseq-preprocess files}, OUT/summary.txt
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+RAW="" OUT="" SRC=src TGT=tgt MERGES=8000 SPLITS="train valid test" WORKERS=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --raw) RAW="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --src) SRC="$2"; shift 2 ;;
+    --tgt) TGT="$2"; shift 2 ;;
+    --merges) MERGES="$2"; shift 2 ;;
+    --splits) SPLITS="$2"; shift 2 ;;
+    --workers) WORKERS="$2"; shift 2 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+[ -n "$RAW" ] && [ -n "$OUT" ] || die "--raw and --out are required"
+[[ "$MERGES" =~ ^[1-9][0-9]*$ ]] || die "--merges must be a positive integer, not '$MERGES'"
+case " $SPLITS " in *" train "*) ;; *) die "--splits must include train" ;; esac
+for split in $SPLITS; do require_parallel "$RAW/$split.$SRC" "$RAW/$split.$TGT"; done
+
+BPE="$OUT/bpe"
+mkdir -p "$BPE"
+if ! step_done "$BPE/.codes.done" "$BPE/codes"; then
+  log "learning $MERGES joint BPE merges on $RAW/train.{$SRC,$TGT}"
+  subword-nmt learn-joint-bpe-and-vocab --input "$RAW/train.$SRC" "$RAW/train.$TGT" \
+    -s "$MERGES" -o "$BPE/codes.tmp" \
+    --write-vocabulary "$BPE/vocab.$SRC" "$BPE/vocab.$TGT"
+  mv "$BPE/codes.tmp" "$BPE/codes"
+  step_finish "$BPE/.codes.done" "$BPE/codes"
+fi
+for split in $SPLITS; do
+  for l in "$SRC" "$TGT"; do
+    if ! step_done "$BPE/.$split.$l.done" "$BPE/codes" "$BPE/$split.$l"; then
+      log "applying BPE to $split.$l"
+      subword-nmt apply-bpe -c "$BPE/codes" --vocabulary "$BPE/vocab.$l" \
+        --vocabulary-threshold 1 < "$RAW/$split.$l" > "$BPE/$split.$l.tmp"
+      mv "$BPE/$split.$l.tmp" "$BPE/$split.$l"
+      step_finish "$BPE/.$split.$l.done" "$BPE/codes" "$BPE/$split.$l"
+    fi
+  done
+done
+
+bin_files=()
+for split in $SPLITS; do
+  for l in "$SRC" "$TGT"; do bin_files+=("$OUT/$split.$SRC-$TGT.$l.idx"); done
+done
+if ! step_done "$OUT/.binarize.done" "$BPE/codes" "$OUT/dict.$SRC.txt" "${bin_files[@]}"; then
+  log "binarising into $OUT"
+  prefs=(--trainpref "$BPE/train")
+  for split in $SPLITS; do
+    case "$split" in
+      train) ;;
+      valid) prefs+=(--validpref "$BPE/valid") ;;
+      test) prefs+=(--testpref "$BPE/test") ;;
+      *) die "unknown split '$split' (train, valid, test)" ;;
+    esac
+  done
+  rm -f "$OUT"/dict.*.txt
+  fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" "${prefs[@]}" \
+    --destdir "$OUT" --joined-dictionary --workers "$WORKERS" > "$OUT/preprocess.out" 2>&1 \
+    || { tail -5 "$OUT/preprocess.out" >&2; die "fairseq-preprocess failed (log: $OUT/preprocess.out)"; }
+  step_finish "$OUT/.binarize.done" "$BPE/codes" "$OUT/dict.$SRC.txt" "${bin_files[@]}"
+fi
+
+{
+  echo "bpe_merges $MERGES"
+  echo "dictionary_size $(wc -l < "$OUT/dict.$SRC.txt")"
+  for split in $SPLITS; do echo "sentences_$split $(wc -l < "$RAW/$split.$SRC")"; done
+} > "$OUT/summary.txt"
+log "data ready in $OUT ($(tr '\n' ' ' < "$OUT/summary.txt"))"

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Translate a subset with fairseq-generate and score it with sacreBLEU.
+#
+# Usage: scripts/generate.sh --data DIR --checkpoint FILE --out DIR [--subset test]
+#            [--ref FILE] [--beam 4] [--lenpen 0.6] [--max-tokens 8000] [-- FAIRSEQ_ARGS...]
+#
+# BPE is removed from the output (--remove-bpe). Batches are not rounded to a
+# multiple of 8: fairseq-fixed's batch_by_size drops a final batch that is not,
+# which would silently leave sentences untranslated. --ref is the plain reference
+# text for the subset (default: fairseq's own target side, BPE removed).
+# Writes OUT/generate-SUBSET.txt, OUT/SUBSET.hyp, OUT/SUBSET.ref and
+# OUT/SUBSET.bleu.json (sacreBLEU's JSON output, with its signature).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+DATA="" CKPT="" OUT="" SUBSET=test REF="" BEAM=4 LENPEN=0.6 MAXTOK=8000
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --data) DATA="$2"; shift 2 ;;
+    --checkpoint) CKPT="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --subset) SUBSET="$2"; shift 2 ;;
+    --ref) REF="$2"; shift 2 ;;
+    --beam) BEAM="$2"; shift 2 ;;
+    --lenpen) LENPEN="$2"; shift 2 ;;
+    --max-tokens) MAXTOK="$2"; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+[ -n "$DATA" ] && [ -n "$CKPT" ] && [ -n "$OUT" ] || die "--data, --checkpoint and --out are required"
+[ -f "$CKPT" ] || die "no checkpoint '$CKPT'"
+[ -z "$REF" ] || [ -f "$REF" ] || die "no reference file '$REF'"
+mkdir -p "$OUT"
+
+gen="$OUT/generate-$SUBSET.txt"
+log "translating '$SUBSET' with $CKPT (beam $BEAM, lenpen $LENPEN)"
+fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$CKPT" --gen-subset "$SUBSET" \
+  --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$MAXTOK" --remove-bpe \
+  --required-batch-size-multiple 1 "$@" > "$gen.tmp"
+mv "$gen.tmp" "$gen"
+# H-<id>\t<score>\t<text>: restore corpus order by id.
+grep '^H-' "$gen" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$OUT/$SUBSET.hyp"
+if [ -n "$REF" ]; then
+  cp "$REF" "$OUT/$SUBSET.ref"
+else
+  grep '^T-' "$gen" | sed 's/^T-//' | sort -n -k1,1 | cut -f2 > "$OUT/$SUBSET.ref"
+fi
+require_parallel "$OUT/$SUBSET.hyp" "$OUT/$SUBSET.ref"
+sacrebleu "$OUT/$SUBSET.ref" -i "$OUT/$SUBSET.hyp" -m bleu -w 2 > "$OUT/$SUBSET.bleu.json"
+log "$(python -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["name"], d["score"], d["signature"])' "$OUT/$SUBSET.bleu.json")"

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Shared helpers for the pipeline scripts (sourced, not run).
+# Steps are idempotent: a step writes its outputs, then a stamp file recording
+# the outputs' line counts and checksums; a re-run skips a step whose stamp still
+# matches its outputs and redoes one that was interrupted or altered.
+
+FAIRSEQ_LOCAL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+USER_DIR="$FAIRSEQ_LOCAL_ROOT/fairseq_local"
+# Use the checkout's virtual environment (scripts/setup_env.sh) when there is
+# one and no other environment is active.
+if [ -z "${VIRTUAL_ENV:-}" ] && [ -x "${VENV:-$FAIRSEQ_LOCAL_ROOT/.venv}/bin/python" ]; then
+  export PATH="${VENV:-$FAIRSEQ_LOCAL_ROOT/.venv}/bin:$PATH"
+fi
+
+log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
+die() { echo "error: $*" >&2; exit 1; }
+
+# _fingerprint FILE... : "name lines sha256" per file.
+_fingerprint() {
+  local f
+  for f in "$@"; do
+    [ -f "$f" ] || { echo "missing $f"; continue; }
+    echo "$(basename "$f") $(wc -l < "$f") $(sha256sum < "$f" | cut -d' ' -f1)"
+  done
+}
+
+# step_done STAMP FILE... : true if STAMP exists and matches the files.
+step_done() {
+  local stamp="$1"; shift
+  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$(_fingerprint "$@")" ]
+}
+
+# step_finish STAMP FILE... : record the files' fingerprint.
+step_finish() {
+  local stamp="$1"; shift
+  _fingerprint "$@" > "$stamp.tmp" && mv "$stamp.tmp" "$stamp"
+}
+
+# require_parallel A B : both exist, are non-empty and have equal line counts.
+require_parallel() {
+  [ -s "$1" ] || die "missing or empty corpus file: $1"
+  [ -s "$2" ] || die "missing or empty corpus file: $2"
+  local a b
+  a=$(wc -l < "$1"); b=$(wc -l < "$2")
+  [ "$a" = "$b" ] || die "parallel files differ in length: $1 has $a lines, $2 has $b"
+}

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Generate the seeded synthetic corpus (fairseq_local.data.synthetic), learn and
+# apply joint BPE, and binarise it. Idempotent: a re-run skips finished steps;
+# changed generator options regenerate everything.
+#
+# Usage: scripts/prepare-synthetic.sh [--out DIR] [--merges N] [GENERATOR_OPTIONS...]
+# Generator options (python -m fairseq_local.data.synthetic --help) override the
+# defaults: --seed 1 --train 20000 --valid 500 --test 500 --nouns 600
+# --adjectives 150 --verbs 150 --max-len 25. Default --out data-bin/synthetic,
+# --merges 3000.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+OUT="$FAIRSEQ_LOCAL_ROOT/data-bin/synthetic" MERGES=3000
+GEN=(--seed 1 --train 20000 --valid 500 --test 500 --nouns 600 --adjectives 150 --verbs 150 --max-len 25)
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT="$2"; shift 2 ;;
+    --merges) MERGES="$2"; shift 2 ;;
+    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    --*) [ $# -ge 2 ] || die "option '$1' needs a value"; GEN+=("$1" "$2"); shift 2 ;;
+    *) die "unexpected argument '$1' (see --help)" ;;
+  esac
+done
+
+RAW="$OUT/raw"
+raw_files=("$RAW"/{train,valid,test}.{src,tgt})
+mkdir -p "$RAW"
+echo "${GEN[*]}" > "$RAW/.config.new"
+if ! { cmp -s "$RAW/.config.new" "$RAW/.config" && step_done "$RAW/.done" "${raw_files[@]}"; }; then
+  log "generating the synthetic corpus (${GEN[*]}) in $RAW"
+  rm -rf "$OUT/bpe" "$OUT/.binarize.done"
+  python -m fairseq_local.data.synthetic --out-dir "$RAW" "${GEN[@]}"
+  mv "$RAW/.config.new" "$RAW/.config"
+  step_finish "$RAW/.done" "${raw_files[@]}"
+fi
+rm -f "$RAW/.config.new"
+"$(dirname "${BASH_SOURCE[0]}")/bpe-binarize.sh" --raw "$RAW" --out "$OUT" --merges "$MERGES"

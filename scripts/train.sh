@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Train one configuration with fairseq-train and this plugin.
+#
+# Usage: scripts/train.sh --data DIR --arch ARCH --save-dir DIR [--dry-run] [-- FAIRSEQ_ARGS...]
+#
+# Defaults are the paper's training setup (seed 000, §5.1): Adam with
+# betas (0.9, 0.997) and eps 1e-9, the inverse-sqrt schedule with 16k warmup
+# updates (peak lr 3.5e-4 = 512^-0.5 * 16000^-0.5, Vaswani et al.'s formula),
+# label smoothing 0.1, shared embeddings over the joined dictionary. Anything
+# after "--" is passed to fairseq-train last, so it overrides these defaults.
+# Writes SAVE_DIR/{checkpoint*.pt,train.log,command.sh} and TensorBoard logs
+# under SAVE_DIR/tb. Re-running resumes from SAVE_DIR/checkpoint_last.pt.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+DATA="" ARCH="" SAVE="" DRY=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --data) DATA="$2"; shift 2 ;;
+    --arch) ARCH="$2"; shift 2 ;;
+    --save-dir) SAVE="$2"; shift 2 ;;
+    --dry-run) DRY=1; shift ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    *) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
+  esac
+done
+[ -n "$DATA" ] && [ -n "$ARCH" ] && [ -n "$SAVE" ] || die "--data, --arch and --save-dir are required"
+[ -f "$DATA/dict.src.txt" ] || ls "$DATA"/dict.*.txt >/dev/null 2>&1 || die "no fairseq dictionary in '$DATA' (run a prepare script first)"
+
+cmd=(fairseq-train "$DATA" --user-dir "$USER_DIR" --arch "$ARCH"
+  --share-all-embeddings
+  --optimizer adam --adam-betas "(0.9, 0.997)" --adam-eps 1e-9
+  --lr 3.5e-4 --lr-scheduler inverse_sqrt --warmup-updates 16000 --warmup-init-lr 1e-7
+  --criterion label_smoothed_cross_entropy --label-smoothing 0.1
+  --save-dir "$SAVE" --tensorboard-logdir "$SAVE/tb" --log-file "$SAVE/train.log"
+  --log-format simple "$@")
+if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi
+mkdir -p "$SAVE"
+{ printf '%q ' "${cmd[@]}"; echo; } > "$SAVE/command.sh"
+log "training $ARCH into $SAVE"
+"${cmd[@]}"

