@@ -3,7 +3,8 @@
 ``python -m fairseq_local.results RUNS_DIR [--csv FILE] [--markdown FILE]``
 
 Each sub-directory of RUNS_DIR is one run as written by ``scripts/train.sh``
-and ``scripts/generate.sh``. The table reads the runs' own outputs: the arch
+and ``scripts/generate.sh``; a run named by a paper letter (``a``-``l``) is
+shown with its paper name. The table reads the runs' own outputs: the arch
 and the encoder attention weight count from ``checkpoint_best.pt`` (or
 ``checkpoint_last.pt``), the best validation loss and the mean training
 words/s from ``train.log``, and BLEU from ``test.bleu.json``. Cells that a run
@@ -17,6 +18,8 @@ import re
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
+
+from .paper_configs import NMT_CONFIGS
 
 COLUMNS = ["config", "arch", "attn weights", "best valid loss", "test BLEU", "train words/s"]
 _SELF_ATTN = re.compile(r"^encoder\.layers\.\d+\.self_attn\.")
@@ -80,7 +83,8 @@ def collect(runs_dir: Path, order: Optional[List[str]] = None) -> List[Dict[str,
     for name in names:
         run = runs_dir / name
         row = {c: "-" for c in COLUMNS}
-        row["config"] = name
+        paper = {c.letter: c for c in NMT_CONFIGS}.get(name)
+        row["config"] = f"({name}) {paper.name}" if paper else name
         if run.is_dir():
             for part in (_checkpoint_info(run), _log_info(run), _bleu(run)):
                 row.update(part)

@@ -6,7 +6,7 @@
 #
 # Usage: bash scripts/demo.sh
 # Env:   CONFIGS="a f i"   paper configurations (letters a-l, seed 000 Fig. 4)
-#        MAX_UPDATE=300    training updates per configuration
+#        MAX_UPDATE=800    training updates per configuration
 #        RUNS=runs/demo    where runs (checkpoints, logs, TensorBoard) go
 #        DATA=data-bin/synthetic
 set -euo pipefail
@@ -15,16 +15,16 @@ source scripts/setup_env.sh
 source scripts/lib.sh
 
 CONFIGS="${CONFIGS:-a f i}"
-MAX_UPDATE="${MAX_UPDATE:-300}"
+MAX_UPDATE="${MAX_UPDATE:-800}"
 RUNS="${RUNS:-runs/demo}"
 DATA="${DATA:-data-bin/synthetic}"
 # Reduced dimensions as ordinary fairseq flags; the layouts keep 6 encoder
 # layers with 8 heads each.
 MODEL=(--encoder-embed-dim 128 --encoder-ffn-embed-dim 256
   --decoder-embed-dim 128 --decoder-ffn-embed-dim 256 --decoder-layers 2)
-OPTIM=(--lr 3e-3 --warmup-updates 100 --clip-norm 1.0 --dropout 0.1
-  --max-tokens 4096 --max-update "$MAX_UPDATE" --seed 1
-  --log-interval 50 --no-epoch-checkpoints)
+OPTIM=(--lr 2e-3 --warmup-updates 200 --clip-norm 1.0 --dropout 0.1
+  --max-tokens 2048 --max-update "$MAX_UPDATE" --seed 1
+  --log-interval 100 --no-epoch-checkpoints)
 
 bash scripts/prepare-synthetic.sh --out "$DATA"
 

@@ -5,14 +5,14 @@
 #
 # Usage: scripts/prepare-synthetic.sh [--out DIR] [--merges N] [GENERATOR_OPTIONS...]
 # Generator options (python -m fairseq_local.data.synthetic --help) override the
-# defaults: --seed 1 --train 20000 --valid 500 --test 500 --nouns 600
-# --adjectives 150 --verbs 150 --max-len 25. Default --out data-bin/synthetic,
-# --merges 3000.
+# defaults: --seed 1 --train 20000 --valid 500 --test 500 --nouns 200
+# --adjectives 60 --verbs 60 --max-len 20. Default --out data-bin/synthetic,
+# --merges 1000.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-OUT="$FAIRSEQ_LOCAL_ROOT/data-bin/synthetic" MERGES=3000
-GEN=(--seed 1 --train 20000 --valid 500 --test 500 --nouns 600 --adjectives 150 --verbs 150 --max-len 25)
+OUT="$FAIRSEQ_LOCAL_ROOT/data-bin/synthetic" MERGES=1000
+GEN=(--seed 1 --train 20000 --valid 500 --test 500 --nouns 200 --adjectives 60 --verbs 60 --max-len 20)
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;

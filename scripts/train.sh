@@ -33,10 +33,10 @@ cmd=(fairseq-train "$DATA" --user-dir "$USER_DIR" --arch "$ARCH"
   --optimizer adam --adam-betas "(0.9, 0.997)" --adam-eps 1e-9
   --lr 3.5e-4 --lr-scheduler inverse_sqrt --warmup-updates 16000 --warmup-init-lr 1e-7
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1
-  --save-dir "$SAVE" --tensorboard-logdir "$SAVE/tb" --log-file "$SAVE/train.log"
-  --log-format simple "$@")
+  --save-dir "$SAVE" --tensorboard-logdir "$SAVE/tb" --log-format simple "$@")
 if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi
 mkdir -p "$SAVE"
 { printf '%q ' "${cmd[@]}"; echo; } > "$SAVE/command.sh"
-log "training $ARCH into $SAVE"
-"${cmd[@]}"
+log "training $ARCH into $SAVE (log: $SAVE/train.log)"
+# The whole output goes to train.log (appended, so resumed runs keep their history).
+"${cmd[@]}" 2>&1 | tee -a "$SAVE/train.log"

@@ -167,3 +167,15 @@ def test_stock_transformer_unchanged_by_plugin():
         assert r.returncode == 0, r.stderr[-2000:]
     assert runs[0].stdout == runs[1].stdout
     assert isinstance(MultiheadAttention, type)
+
+
+def test_configs_command_prints_every_config_and_count():
+    r = subprocess.run([sys.executable, "-m", "fairseq_local.configs"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("(")}
+    assert len(lines) == 12
+    for cfg in NMT_CONFIGS:
+        line = lines[f"({cfg.letter})"]
+        assert cfg.name in line and cfg.arch in line
+        count = PAPER_COUNTS.get(cfg.letter, PAPER_COUNTS["a"] if cfg.letter in "bcdef" else None)
+        assert f"{count:,}" in line
