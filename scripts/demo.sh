@@ -28,6 +28,7 @@ OPTIM=(--lr 2e-3 --warmup-updates 200 --clip-norm 1.0 --dropout 0.1
 
 bash scripts/prepare-synthetic.sh --out "$DATA"
 
+mkdir -p "$RUNS"
 for letter in $CONFIGS; do
   arch=$(python -c 'import sys; from fairseq_local.paper_configs import get_config; print(get_config(sys.argv[1]).arch)' "$letter") \
     || die "unknown configuration '$letter' (letters a-l)"

@@ -74,7 +74,7 @@ def test_large_k_and_str_roundtrip():
 
 
 @pytest.mark.parametrize(
-    "token", ["band", "band-0", "band-x", "prev-1-2", "identity-1", "global-3", "foo-1", ""]
+    "token", ["band", "band-0", "band-x", "prev-1-2", "identity-1", "global-0", "global-x", "foo-1", ""]
 )
 def test_bad_tokens(token):
     with pytest.raises(MaskSpecError):

@@ -9,7 +9,8 @@ Grammar (whitespace is ignored)::
     HEAD   := MASK ['@' NAME | '@@' NAME] ['*' N]
 
 * ``MASK`` is a mask token (``global``, ``identity``, ``prev-K``, ``next-K``,
-  ``band-K``; see :mod:`fairseq_local.modules.masks`).
+  ``band-K``, the sparse patterns ``star``, ``bigbird-1-2-2``, ... and unions
+  such as ``local-2+global-1``; see :mod:`fairseq_local.modules.masks`).
 * A head without a group has its own Wq/Wk.
 * ``@NAME`` ties Wq/Wk among the heads of *one layer* that carry the same name
   (seed 000, §4.2/§5.3).  In a repeated layer each copy has its own group.

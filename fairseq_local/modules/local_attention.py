@@ -44,7 +44,7 @@ class QKProjection(nn.Module):
             nn.init.uniform_(proj.weight, -bound, bound)
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=16)
 def _relative_masks(
     masks: Tuple[HeadMask, ...], tgt_len: int, src_len: int, device: torch.device
 ) -> Tensor:
