@@ -12,6 +12,6 @@ from .errors import install_excepthook
 enable_fairseq_checkpoint_loading()
 install_excepthook()
 
-from . import models  # noqa: E402,F401  (registers models and architectures)
+from . import criteria, models  # noqa: E402,F401  (registers criteria, models and architectures)
 
 __version__ = "0.1.0"

@@ -12,6 +12,7 @@ checkpoints, load only files you trust.
 
 import functools
 import types
+from typing import Any, Dict, Tuple
 
 import torch
 
@@ -38,3 +39,25 @@ def enable_fairseq_checkpoint_loading() -> None:
 
     if not isinstance(checkpoint_utils.torch, _TorchWithCheckpointLoad):
         checkpoint_utils.torch = _TorchWithCheckpointLoad()
+
+
+def read_checkpoint(path: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
+    """A fairseq checkpoint's model options (as a dict) and its state dict,
+    without building the model or its task.  Raises FileNotFoundError, or
+    ValueError for a file that is not a fairseq checkpoint."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False)
+    except FileNotFoundError:
+        raise
+    except Exception as e:
+        raise ValueError(f"cannot read checkpoint '{path}': {e}") from None
+    if not isinstance(state, dict) or "model" not in state:
+        raise ValueError(f"'{path}' is not a fairseq checkpoint")
+    cfg = state.get("cfg") or {}
+    model_cfg = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
+    if model_cfg is None and state.get("args") is not None:
+        model_cfg = state["args"]
+    if model_cfg is not None and not isinstance(model_cfg, dict):
+        model_cfg = dict(vars(model_cfg)) if hasattr(model_cfg, "__dict__") and not hasattr(model_cfg, "keys") \
+            else {k: model_cfg[k] for k in model_cfg.keys()}
+    return model_cfg or {}, state["model"]

@@ -13,7 +13,13 @@ from typing import Tuple, Type
 from .modules.layout import LayoutError
 from .modules.masks import MaskSpecError
 
-USER_ERRORS: Tuple[Type[BaseException], ...] = (LayoutError, MaskSpecError)
+
+
+class OptionError(ValueError):
+    """A bad value of one of the plugin's command-line options."""
+
+
+USER_ERRORS: Tuple[Type[BaseException], ...] = (LayoutError, MaskSpecError, OptionError)
 
 
 def install_excepthook() -> None:

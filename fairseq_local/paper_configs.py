@@ -1,4 +1,6 @@
-"""The NMT encoder configurations (a)–(l) of seed 000 (§5.2–5.4, Fig. 4), as layouts.
+"""Named architectures, as layouts: the NMT encoder configurations (a)–(l) of
+seed 000 (§5.2–5.4, Fig. 4), and the learned and fixed sparse methods of seeds
+001, 003 and 004.
 
 ``python -m fairseq_local.configs`` prints them with their weight counts.
 """
@@ -13,6 +15,7 @@ class PaperConfig:
     name: str
     arch: str
     layout: str
+    mask_mode: Optional[str] = None  # the arch's default --mask-mode (None: post)
 
 
 def _tied(masks: List[str], group: str) -> str:
@@ -43,6 +46,29 @@ NMT_CONFIGS: Tuple[PaperConfig, ...] = (
     PaperConfig("k", "Half tied", "transformer_local_half_tied", f"[{_tied(ALL_MASKS, '@@t')}]*3;{GLOBAL3}"),
     PaperConfig("l", "Fully tied", "transformer_local_fully_tied", f"[{_tied(ALL_MASKS, '@@t')}]*6"),
 )
+
+
+def _all(mask: str) -> str:
+    return f"[{mask}*8]*6"
+
+
+# Every head of that kind, Transformer-base otherwise.  The fixed sparse
+# baselines take SparseBERT's §4.2 parameters (Table 3) and default to
+# standard sparse attention (--mask-mode pre).
+METHOD_CONFIGS: Tuple[PaperConfig, ...] = (
+    PaperConfig("", "DAM_u (seed 001)", "transformer_dam_u", _all("dam-u")),
+    PaperConfig("", "DAM_s (seed 001)", "transformer_dam_s", _all("dam-s")),
+    PaperConfig("", "Adaptive Axis Attention (seed 004)", "transformer_aaa", _all("aaa")),
+    PaperConfig("", "Hard-concrete head gates (seed 003)", "transformer_head_gates", _all("global:gate")),
+    PaperConfig("", "Star (seed 001)", "transformer_sparse_star", _all("star"), "pre"),
+    PaperConfig("", "LogSparse (seed 001)", "transformer_sparse_logsparse", _all("logsparse"), "pre"),
+    PaperConfig("", "Strided l=4 (seed 001)", "transformer_sparse_strided", _all("strided-4"), "pre"),
+    PaperConfig("", "Fixed l=4 c=1 (seed 001)", "transformer_sparse_fixed", _all("fixed-4-1"), "pre"),
+    PaperConfig("", "Longformer w=2 g=2 (seed 001)", "transformer_sparse_longformer", _all("longformer-2-2"), "pre"),
+    PaperConfig("", "BigBird w=1 g=2 r=2 (seed 001)", "transformer_sparse_bigbird", _all("bigbird-1-2-2"), "pre"),
+)
+
+NAMED_ARCHS: Tuple[PaperConfig, ...] = NMT_CONFIGS + METHOD_CONFIGS
 
 
 def get_config(key: str) -> PaperConfig:

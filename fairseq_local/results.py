@@ -39,13 +39,11 @@ def _checkpoint_info(run: Path) -> Dict[str, str]:
     for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
         path = run / name
         if path.exists():
-            import torch
+            from .checkpoint_compat import read_checkpoint
 
-            state = torch.load(path, map_location="cpu", weights_only=False)
-            cfg = state.get("cfg") or {}
-            model_cfg = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
-            arch = getattr(model_cfg, "arch", None) or (model_cfg or {}).get("_name", "-")
-            return {"arch": str(arch), "attn weights": f"{attention_weight_count(state['model']):,}"}
+            model_cfg, state_dict = read_checkpoint(str(path))
+            arch = model_cfg.get("arch") or model_cfg.get("_name", "-")
+            return {"arch": str(arch), "attn weights": f"{attention_weight_count(state_dict):,}"}
     return {}
 
 

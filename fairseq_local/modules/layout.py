@@ -6,11 +6,15 @@ Grammar (whitespace is ignored)::
     ITEM   := '[' HEADS ']' ['*' N]       a layer, repeated N times
             | HEADS                       a single layer
     HEADS  := HEAD (',' HEAD)*
-    HEAD   := MASK ['@' NAME | '@@' NAME] ['*' N]
+    HEAD   := MASK [':gate'] ['@' NAME | '@@' NAME] ['*' N]
 
 * ``MASK`` is a mask token (``global``, ``identity``, ``prev-K``, ``next-K``,
   ``band-K``, the sparse patterns ``star``, ``bigbird-1-2-2``, ... and unions
   such as ``local-2+global-1``; see :mod:`fairseq_local.modules.masks`).
+* Learned kinds: ``dam-u``, ``dam-s`` (SparseBERT's Differentiable Attention
+  Mask) and ``aaa`` (Adaptive Axis Attention); ``file`` is the head's mask
+  exported to ``--mask-file`` (see :mod:`fairseq_local.modules.learned`).
+* ``:gate`` gives the head a hard-concrete gate (seed 003).
 * A head without a group has its own Wq/Wk.
 * ``@NAME`` ties Wq/Wk among the heads of *one layer* that carry the same name
   (seed 000, §4.2/§5.3).  In a repeated layer each copy has its own group.
@@ -28,7 +32,7 @@ import re
 from dataclasses import dataclass
 from typing import List, Tuple
 
-from .masks import HeadMask, MaskSpecError, parse_mask
+from .masks import FileMask, HeadMask, MaskSpecError, parse_mask
 
 
 class LayoutError(ValueError):
@@ -44,6 +48,7 @@ class HeadSpec:
 
     mask: HeadMask
     group: str
+    gated: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,10 +71,14 @@ class LayerSpec:
     def masks(self) -> Tuple[HeadMask, ...]:
         return tuple(h.mask for h in self.heads)
 
+    @property
+    def gated_heads(self) -> Tuple[int, ...]:
+        return tuple(h for h, spec in enumerate(self.heads) if spec.gated)
+
 
 _ITEM = re.compile(r"\[(?P<body>[^\[\]]*)\](?:\*(?P<n>[^;]*))?")
 _HEAD = re.compile(
-    r"(?P<mask>[^@*]+)(?:(?P<at>@@?)(?P<name>[^@*]*))?(?:\*(?P<n>.*))?"
+    r"(?P<mask>[^@*:]+)(?P<gate>:[^@*]*)?(?:(?P<at>@@?)(?P<name>[^@*]*))?(?:\*(?P<n>.*))?"
 )
 
 
@@ -79,8 +88,8 @@ def _count(text: str, where: str) -> int:
     return int(text)
 
 
-def _parse_heads(body: str, where: str) -> List[Tuple[HeadMask, str, str]]:
-    """Parse 'HEADS' into (mask, scope, name) triples, expanding '*N'."""
+def _parse_heads(body: str, where: str) -> List[Tuple[HeadMask, str, str, bool]]:
+    """Parse 'HEADS' into (mask, scope, name, gated), expanding '*N'."""
     if not body:
         raise LayoutError(f"{where}: no heads")
     heads = []
@@ -96,8 +105,10 @@ def _parse_heads(body: str, where: str) -> List[Tuple[HeadMask, str, str]]:
             raise LayoutError(
                 f"{where}: head '{token}': group name must be letters, digits or '_'"
             )
+        if m["gate"] not in (None, ":gate"):
+            raise LayoutError(f"{where}: head '{token}': unknown modifier '{m['gate']}' (only ':gate')")
         n = _count(m["n"], f"{where}: head '{token}'") if m["n"] is not None else 1
-        heads.extend([(mask, m["at"] or "", m["name"] or "")] * n)
+        heads.extend([(mask, m["at"] or "", m["name"] or "", bool(m["gate"]))] * n)
     return heads
 
 
@@ -125,14 +136,15 @@ def parse_layout(text: str) -> Tuple[LayerSpec, ...]:
                 LayerSpec(
                     tuple(
                         HeadSpec(
-                            mask,
+                            FileMask(l, h) if mask == FileMask(-1, -1) else mask,
                             {
                                 "": f"L{l}.H{h}",
                                 "@": f"L{l}@{name}",
                                 "@@": f"@@{name}",
                             }[scope],
+                            gated,
                         )
-                        for h, (mask, scope, name) in enumerate(parsed)
+                        for h, (mask, scope, name, gated) in enumerate(parsed)
                     )
                 )
             )
@@ -158,11 +170,13 @@ def format_layout(layers: Tuple[LayerSpec, ...]) -> str:
     """Canonical text of a layout (inverse of :func:`parse_layout`)."""
 
     def head_text(l: int, h: int, spec: HeadSpec) -> str:
+        mask = "file" if spec.mask == FileMask(l, h) else str(spec.mask)  # its own head's
+        mask = f"{mask}:gate" if spec.gated else mask
         if spec.group == f"L{l}.H{h}":
-            return str(spec.mask)
+            return mask
         if spec.group.startswith("@@"):
-            return f"{spec.mask}{spec.group}"
-        return f"{spec.mask}@{spec.group.split('@', 1)[1]}"
+            return f"{mask}{spec.group}"
+        return f"{mask}@{spec.group.split('@', 1)[1]}"
 
     def runs(items: List[str]) -> List[Tuple[str, int]]:
         out: List[Tuple[str, int]] = []

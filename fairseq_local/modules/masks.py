@@ -84,6 +84,12 @@ class HeadMask:
         return False
 
     @property
+    def learned(self) -> bool:
+        """True for learned kinds (``dam-u``, ``dam-s``, ``aaa``): the pattern
+        comes from parameters of the attention layer, not from :meth:`dense`."""
+        return False
+
+    @property
     def relative(self) -> bool:
         """True when the mask depends on the offset j − i only.
 
@@ -421,6 +427,64 @@ class BigBirdMask(SeededMask):
         return f"bigbird-{self.window}-{self.globals}-{self.randoms}{_seed_suffix(self.seed)}"
 
 
+MASK_FILE_FORMAT = "fairseq-local-masks/1"
+
+
+@lru_cache(maxsize=8)
+def load_mask_file(path: str) -> Dict[str, dict]:
+    """The masks of an exported mask file (``python -m fairseq_local.export_masks``):
+    ``{"L.H": {"matrix": bool (N, N), "ends": bool, ...}}``."""
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise MaskSpecError(f"mask file '{path}' does not exist (--mask-file)") from None
+    except Exception as e:  # not a torch file, or not ours
+        raise MaskSpecError(f"cannot read mask file '{path}': {e}") from None
+    if not isinstance(data, dict) or data.get("format") != MASK_FILE_FORMAT:
+        raise MaskSpecError(f"'{path}' is not a mask file written by fairseq_local.export_masks")
+    return data["masks"]
+
+
+@dataclass(frozen=True)
+class FileMask(PositionMask):
+    """A fixed mask exported from a learned one (seed 001, §4.3 "two-stage"):
+    head ``head`` of layer ``layer`` (0-based) in the mask file ``path``.
+
+    At real length n it allows ``matrix[:n, :n]``, and with ``ends`` also the
+    first and last tokens' rows and columns (as ``dam-s`` does).  Written
+    ``file-L.H`` (``file`` alone in a layout means the head's own layer and
+    head); the path comes from ``--mask-file``."""
+
+    layer: int
+    head: int
+    path: str = ""
+
+    def entry(self) -> dict:
+        if not self.path:
+            raise MaskSpecError(f"mask '{self}' needs --mask-file")
+        masks = load_mask_file(self.path)
+        key = f"{self.layer}.{self.head}"
+        if key not in masks:
+            raise MaskSpecError(f"mask file '{self.path}' has no head {key} (has {', '.join(masks)})")
+        return masks[key]
+
+    def allows(self, i, j, n):
+        entry = self.entry()
+        m = entry["matrix"].to(i.device)
+        if int(n.max()) > m.shape[0]:
+            raise ValueError(
+                f"a sentence of {int(n.max())} tokens is longer than mask {self} of "
+                f"'{self.path}' ({m.shape[0]} positions)"
+            )
+        out = m[i.clamp(0, m.shape[0] - 1), j.clamp(0, m.shape[0] - 1)]
+        if entry["ends"]:
+            out = out | _axis(i, j, [0], [0]) | (i == n - 1) | (j == n - 1)
+        return out
+
+    def __str__(self) -> str:
+        return f"file-{self.layer}.{self.head}"
+
+
 @dataclass(frozen=True)
 class OrMask(HeadMask):
     """The union of ``parts`` (seed 004, Eq. 8), written ``A+B+...``."""
@@ -628,6 +692,16 @@ def _bigbird(params: List[str]) -> HeadMask:
     return BigBirdMask(*_ints(params, ("W", 0), ("G", 1), ("R", 1)), seed=seed)
 
 
+@register_mask_kind("file", "file[-L.H]")
+def _file(params: List[str]) -> HeadMask:
+    if not params:  # resolved to the head's own layer and head by the layout
+        return FileMask(-1, -1)
+    if len(params) != 1 or not re.fullmatch(r"[0-9]+\.[0-9]+", params[0]):
+        raise MaskSpecError("takes a layer.head pair, as in 'file-0.3'")
+    layer, head = params[0].split(".")
+    return FileMask(int(layer), int(head))
+
+
 def parse_mask(token: str) -> HeadMask:
     """Parse one mask token such as ``band-2``, ``bigbird-1-2-2-s3`` or
     ``local-2+global-1`` (raises :class:`MaskSpecError`, naming the token and
@@ -637,9 +711,15 @@ def parse_mask(token: str) -> HeadMask:
         if "" in parts:
             raise MaskSpecError(f"empty part in mask '{token}' (expected A+B+...)")
         try:
-            return OrMask(tuple(parse_mask(p) for p in parts))
+            union = OrMask(tuple(parse_mask(p) for p in parts))
         except MaskSpecError as e:
             raise MaskSpecError(f"in mask '{token}': {e}") from None
+        learned = [str(p) for p in union.parts if p.learned]
+        if learned:
+            raise MaskSpecError(
+                f"in mask '{token}': learned kind '{learned[0]}' cannot be part of a union"
+            )
+        return union
     names = [k for k in MASK_KINDS if token == k or token.startswith(k + "-")]
     if not names:
         known = ", ".join(syntax for _, syntax in MASK_KINDS.values())

@@ -1,0 +1,8 @@
+"""Criteria (registered with fairseq on import)."""
+
+from .sparsity_loss import (  # noqa: F401
+    LabelSmoothedCrossEntropyWithSparsity,
+    SparsityLoss,
+    SparsityLossConfig,
+    attention_modules,
+)

@@ -1,0 +1,66 @@
+"""List the hard-concrete head gates of a checkpoint (seed 003).
+
+``python -m fairseq_local.gates CHECKPOINT``
+
+For every gated encoder head (``:gate`` in the layout), prints its layer and
+head, its deterministic (evaluation-mode) gate value
+clamp(sigmoid(log α)(ζ − γ) + γ, 0, 1), the probability that the gate is
+non-zero, and whether the head is closed (gate value 0); then the number of
+open heads per layer and in total.
+"""
+
+import argparse
+import sys
+from typing import List, Optional
+
+from .checkpoint_compat import read_checkpoint
+from .modules.layout import LayoutError, parse_layout
+from .modules.learned import HeadGates
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, no usage
+        self.exit(2, f"error: {message}\n")
+
+
+def gate_table(model_cfg: dict, state_dict) -> List[dict]:
+    """One row per gated head: layer, head (1-based), gate, p_open, closed."""
+    layout = parse_layout(model_cfg.get("attn_layout") or "")
+    rows = []
+    for l, layer in enumerate(layout):
+        if not layer.gated_heads:
+            continue
+        key = f"encoder.layers.{l}.self_attn.gates.log_alpha"
+        if key not in state_dict:
+            raise ValueError(f"checkpoint has no '{key}'")
+        gates = HeadGates(len(layer.gated_heads), 0.0, model_cfg.get("gate_beta") or 2 / 3,
+                          model_cfg.get("gate_gamma") or -0.1, model_cfg.get("gate_zeta") or 1.1)
+        gates.log_alpha.data.copy_(state_dict[key].float())
+        values, p_open = gates.eval_values().detach(), gates.l0().detach()
+        for k, h in enumerate(layer.gated_heads):
+            rows.append({"layer": l + 1, "head": h + 1, "gate": float(values[k]),
+                         "p_open": float(p_open[k]), "closed": bool(values[k] == 0)})
+    return rows
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = _Parser(prog="python -m fairseq_local.gates", description=__doc__.split("\n\n")[0])
+    parser.add_argument("checkpoint")
+    args = parser.parse_args(argv)
+    try:
+        rows = gate_table(*read_checkpoint(args.checkpoint))
+    except (FileNotFoundError, ValueError, LayoutError) as e:
+        parser.error(str(e))
+    if not rows:
+        parser.error(f"'{args.checkpoint}' has no gated heads (':gate' in --attn-layout)")
+    print(f"{'layer':>5} {'head':>4} {'gate':>6} {'P(open)':>7}  state")
+    for r in rows:
+        print(f"{r['layer']:>5} {r['head']:>4} {r['gate']:6.3f} {r['p_open']:7.3f}  "
+              f"{'closed' if r['closed'] else 'open'}")
+    layers = sorted({r["layer"] for r in rows})
+    per_layer = ", ".join(f"L{l}: {sum(not r['closed'] for r in rows if r['layer'] == l)}" for l in layers)
+    print(f"open heads: {sum(not r['closed'] for r in rows)} of {len(rows)} ({per_layer})")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
