@@ -72,8 +72,9 @@ NAMED_ARCHS: Tuple[PaperConfig, ...] = NMT_CONFIGS + METHOD_CONFIGS
 
 
 def get_config(key: str) -> PaperConfig:
-    """A configuration by paper letter or arch name."""
-    for cfg in NMT_CONFIGS:
-        if key in (cfg.letter, cfg.arch):
+    """A named architecture by paper letter or arch name (``transformer_``
+    may be left out)."""
+    for cfg in NAMED_ARCHS:
+        if key and key in (cfg.letter, cfg.arch, cfg.arch[len("transformer_"):]):
             return cfg
-    raise KeyError(f"no paper configuration '{key}' (letters a-l or arch names)")
+    raise KeyError(f"no configuration '{key}' (letters a-l or a named arch)")

@@ -7,7 +7,9 @@ and ``scripts/generate.sh``; a run named by a paper letter (``a``-``l``) is
 shown with its paper name. The table reads the runs' own outputs: the arch
 and the encoder attention weight count from ``checkpoint_best.pt`` (or
 ``checkpoint_last.pt``), the best validation loss and the mean training
-words/s from ``train.log``, and BLEU from ``test.bleu.json``. Cells that a run
+words/s from ``train.log`` (and, for runs trained with the sparsity criterion,
+the realised sparsity ρ of seed 004's Eq. 9 at the last validation), and
+BLEU from ``test.bleu.json``. Cells that a run
 has not produced yet are shown as "-".
 """
 
@@ -21,7 +23,7 @@ from typing import Dict, List, Optional
 
 from .paper_configs import NMT_CONFIGS
 
-COLUMNS = ["config", "arch", "attn weights", "best valid loss", "test BLEU", "train words/s"]
+COLUMNS = ["config", "arch", "attn weights", "best valid loss", "valid sparsity", "test BLEU", "train words/s"]
 _SELF_ATTN = re.compile(r"^encoder\.layers\.\d+\.self_attn\.")
 
 
@@ -51,11 +53,14 @@ def _log_info(run: Path) -> Dict[str, str]:
     log = run / "train.log"
     if not log.exists():
         return {}
-    valid, wps = [], []
+    valid, wps, rho = [], [], []
     for line in log.read_text(errors="replace").splitlines():
         m = re.search(r"\| valid \| epoch .*?\| loss ([0-9.]+)", line)
         if m:
             valid.append(float(m.group(1)))
+            m = re.search(r"\| rho ([0-9.]+)", line)  # logged by the sparsity criterion
+            if m:
+                rho.append(float(m.group(1)))
         m = re.search(r"\| train \| epoch .*?\| wps ([0-9.]+)", line)
         if m:
             wps.append(float(m.group(1)))
@@ -64,6 +69,8 @@ def _log_info(run: Path) -> Dict[str, str]:
         out["best valid loss"] = f"{min(valid):.3f}"
     if wps:
         out["train words/s"] = f"{sum(wps) / len(wps):.0f}"
+    if rho:
+        out["valid sparsity"] = f"{100 * rho[-1]:.1f}%"
     return out
 
 
@@ -81,7 +88,7 @@ def collect(runs_dir: Path, order: Optional[List[str]] = None) -> List[Dict[str,
     for name in names:
         run = runs_dir / name
         row = {c: "-" for c in COLUMNS}
-        paper = {c.letter: c for c in NMT_CONFIGS}.get(name)
+        paper = {c.letter: c for c in NMT_CONFIGS if c.letter}.get(name)
         row["config"] = f"({name}) {paper.name}" if paper else name
         if run.is_dir():
             for part in (_checkpoint_info(run), _log_info(run), _bleu(run)):

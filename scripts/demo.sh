@@ -5,7 +5,9 @@
 # Re-running resumes: finished data and training steps are skipped.
 #
 # Usage: bash scripts/demo.sh
-# Env:   CONFIGS="a f i"   paper configurations (letters a-l, seed 000 Fig. 4)
+# Env:   CONFIGS="a f i"   paper configurations (letters a-l, seed 000 Fig. 4) or
+#                          any named arch, with or without "transformer_"
+#                          (e.g. CONFIGS="dam_s aaa head_gates sparse_bigbird")
 #        MAX_UPDATE=800    training updates per configuration
 #        RUNS=runs/demo    where runs (checkpoints, logs, TensorBoard) go
 #        DATA=data-bin/synthetic
@@ -25,15 +27,19 @@ MODEL=(--encoder-embed-dim 128 --encoder-ffn-embed-dim 256
 OPTIM=(--lr 2e-3 --warmup-updates 200 --clip-norm 1.0 --dropout 0.1
   --max-tokens 2048 --max-update "$MAX_UPDATE" --seed 1
   --log-interval 100 --no-epoch-checkpoints)
+# The sparsity criterion logs the realised sparsity of every config; its terms
+# act only on the heads that have them (DAM, AAA, gates).
+SPARSITY=(--criterion label_smoothed_cross_entropy_with_sparsity --dam-max-len 128
+  --dam-lambda 0.05 --aaa-target 0.5 --aaa-alpha 1 --gate-lambda 0.01)
 
 bash scripts/prepare-synthetic.sh --out "$DATA"
 
 mkdir -p "$RUNS"
 for letter in $CONFIGS; do
   arch=$(python -c 'import sys; from fairseq_local.paper_configs import get_config; print(get_config(sys.argv[1]).arch)' "$letter") \
-    || die "unknown configuration '$letter' (letters a-l)"
+    || die "unknown configuration '$letter' (letters a-l or a named arch)"
   run="$RUNS/$letter"
-  bash scripts/train.sh --data "$DATA" --arch "$arch" --save-dir "$run" -- "${MODEL[@]}" "${OPTIM[@]}" \
+  bash scripts/train.sh --data "$DATA" --arch "$arch" --save-dir "$run" -- "${MODEL[@]}" "${OPTIM[@]}" "${SPARSITY[@]}" \
     > "$run.train.out" 2>&1 || { tail -20 "$run.train.out" >&2; die "training ($letter) failed: see $run.train.out"; }
   bash scripts/generate.sh --data "$DATA" --checkpoint "$run/checkpoint_best.pt" --out "$run" \
     --ref "$DATA/raw/test.tgt" 2> "$run.generate.err" || { tail -20 "$run.generate.err" >&2; die "generation ($letter) failed"; }

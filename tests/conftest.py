@@ -27,6 +27,21 @@ ENV = dict(
 )
 
 
+def padding_mask(lengths, left_pad: bool, T=None):
+    """(B, T) bool, True at padding, for sentences of ``lengths`` padded on the
+    left (fairseq's source default) or on the right."""
+    import torch
+
+    T = T or max(lengths)
+    pad = torch.zeros(len(lengths), T, dtype=torch.bool)
+    for b, n in enumerate(lengths):
+        if left_pad:
+            pad[b, : T - n] = True
+        else:
+            pad[b, n:] = True
+    return pad
+
+
 def run(cmd, check: bool = True, **kwargs) -> subprocess.CompletedProcess:
     """Run a command from the repository root; with ``check``, fail the test
     (showing its output) if it exits non-zero."""

@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from conftest import padding_mask
 from fairseq_local.modules.local_attention import LocalMultiheadAttention, QKProjection
 from fairseq_local.modules.masks import parse_mask
 
@@ -61,14 +62,7 @@ def batch(left_pad=True, seed=1):
     torch.manual_seed(seed)
     lengths = [7, 4, 1]
     T, B = max(lengths), len(lengths)
-    x = torch.randn(T, B, D)
-    pad = torch.zeros(B, T, dtype=torch.bool)
-    for b, n in enumerate(lengths):
-        if left_pad:
-            pad[b, : T - n] = True
-        else:
-            pad[b, n:] = True
-    return x, pad
+    return torch.randn(T, B, D), padding_mask(lengths, left_pad)
 
 
 @pytest.mark.parametrize("mode", ["post", "pre"])

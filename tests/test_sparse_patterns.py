@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from fairseq_local.modules.layout import format_layout, parse_layout
+from conftest import padding_mask
 from fairseq_local.modules.local_attention import LocalMultiheadAttention, QKProjection
 from fairseq_local.modules.masks import (
     BigBirdMask,
@@ -296,12 +297,7 @@ RELATIVE = ["local-2", "diagonal-0.3", "no-diag", "logsparse", "strided-2"]
 @pytest.mark.parametrize("token", NON_RELATIVE + RELATIVE)
 def test_batched_block_equals_unpadded_matrix(token, left_pad):
     lengths, T = [7, 4, 1, 5], 7
-    pad = torch.zeros(len(lengths), T, dtype=torch.bool)
-    for b, n in enumerate(lengths):
-        if left_pad:
-            pad[b, : T - n] = True
-        else:
-            pad[b, n:] = True
+    pad = padding_mask(lengths, left_pad)
     pos = real_positions(pad, T)
     mask = parse_mask(token)
     m = mask.dense(pos, pos).expand(len(lengths), T, T)
@@ -339,13 +335,8 @@ def test_attention_same_alone_and_in_padded_batches(mode):
             assert (w_alone[h, 0][allowed] > 0).all()
     for left_pad in [True, False]:
         batch = torch.randn(T, 3, D)
-        pad = torch.zeros(3, T, dtype=torch.bool)
         lengths = [T, n, 3]
-        for b, length in enumerate(lengths):
-            if left_pad:
-                pad[b, : T - length] = True
-            else:
-                pad[b, length:] = True
+        pad = padding_mask(lengths, left_pad)
         real = (~pad[1]).nonzero().flatten()
         batch[real, 1] = x[:, 0]
         y, w = attn(batch, key_padding_mask=pad, need_head_weights=True)

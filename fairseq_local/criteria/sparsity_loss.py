@@ -176,12 +176,14 @@ def _upscale(m: Tensor, size: int = 128) -> Tensor:
 
 def mask_images(mods: List[LocalMultiheadAttention], n: int) -> Dict[str, Tensor]:
     """One (H, W) heatmap in [0, 1] per learned head: P = sigmoid(α) of each
-    DAM head at length n, and the last batch's axis pattern (first sentence)
+    DAM mask at length n (once per mask when layers share it), and the last batch's axis pattern (first sentence)
     of each ``aaa`` layer."""
-    images = {}
+    images, seen = {}, set()
     for layer, m in enumerate(mods, start=1):
         for d, h in zip(m.dam, m.dam_heads):
-            images[f"masks/l{layer}_h{h + 1}_{m.masks[h]}_P"] = _upscale(d.matrix(min(n, d.max_len), "prob").cpu())
+            if id(d) not in seen:  # an α shared by layers is drawn once, named by its first layer
+                seen.add(id(d))
+                images[f"masks/l{layer}_h{h + 1}_{m.masks[h]}_P"] = _upscale(d.matrix(min(n, d.max_len), "prob").cpu())
         axis = getattr(m, "last_axis", None)
         if axis is not None:
             images[f"masks/l{layer}_aaa"] = _upscale(axis[0, 0].detach().float().cpu())

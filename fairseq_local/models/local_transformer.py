@@ -44,6 +44,17 @@ from ..paper_configs import NAMED_ARCHS
 
 logger = logging.getLogger(__name__)
 
+# Defaults of the plugin's options (set on the args by every named arch).
+_DEFAULTS = dict(mask_mode="post", dam_init=3.0, aaa_neg=-1e4, gate_init=3.0, gate_beta=2 / 3,
+                 gate_gamma=-0.1, gate_zeta=1.1, tau_start=1.0, tau_anneal="constant",
+                 tau_anneal_updates=0)
+
+
+def option(cfg, name: str):
+    """``cfg.name``, or its default when unset (None or missing)."""
+    value = getattr(cfg, name, None)
+    return _DEFAULTS.get(name) if value is None else value
+
 
 class LocalTransformerEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer with an injected self-attention module."""
@@ -72,7 +83,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, return_fc: bool = False):
         self.layout = parse_layout(cfg.attn_layout)
         check_layout(self.layout, cfg.encoder.layers, cfg.encoder.attention_heads)
-        self.mask_mode = getattr(cfg, "mask_mode", "post")
+        self.mask_mode = option(cfg, "mask_mode")
         # Plain attributes (set before nn.Module.__init__), used while the base
         # class builds the layers; the modules end up under layers[i].self_attn.
         self._qk_groups = build_qk_groups(
@@ -91,8 +102,11 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         001, §3.1.1), or one per layer with ``--dam-per-layer`` (seed 004, §4.1)."""
         key = f"{spec}.H{head}" + (f".L{layer_idx}" if getattr(cfg, "dam_per_layer", False) else "")
         if key not in self._dam_masks:
-            max_len = getattr(cfg, "dam_max_len", None) or cfg.max_source_positions
-            self._dam_masks[key] = DamMask(spec.structured, max_len, getattr(cfg, "dam_init", 3.0))
+            max_len = getattr(cfg, "dam_max_len", None)
+            max_len = cfg.max_source_positions if max_len is None else max_len
+            if max_len < 1:
+                raise OptionError(f"--dam-max-len must be >= 1, not {max_len}")
+            self._dam_masks[key] = DamMask(spec.structured, max_len, option(cfg, "dam_init"))
         return self._dam_masks[key]
 
     def build_self_attention(self, layer_idx: int, cfg: TransformerConfig) -> nn.Module:
@@ -112,10 +126,11 @@ class LocalTransformerEncoder(TransformerEncoderBase):
             isinstance(m, AxisAdaptiveSpec) for m in masks) else None
         gates = None
         if spec.gated_heads:
-            gates = HeadGates(
-                len(spec.gated_heads), getattr(cfg, "gate_init", 3.0), getattr(cfg, "gate_beta", 2 / 3),
-                getattr(cfg, "gate_gamma", -0.1), getattr(cfg, "gate_zeta", 1.1),
-            )
+            try:
+                gates = HeadGates(len(spec.gated_heads), *(option(cfg, f"gate_{p}")
+                                                           for p in ("init", "beta", "gamma", "zeta")))
+            except ValueError as e:
+                raise OptionError(f"--gate-*: {e}") from None
         return LocalMultiheadAttention(
             cfg.encoder.embed_dim,
             masks,
@@ -129,7 +144,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
             gated_heads=spec.gated_heads,
             tau=tau_schedule(cfg),
             dam_noise=not getattr(cfg, "dam_no_noise", False),
-            aaa_neg=getattr(cfg, "aaa_neg", -1e4),
+            aaa_neg=option(cfg, "aaa_neg"),
         )
 
     def attention_modules(self) -> List[LocalMultiheadAttention]:
@@ -259,18 +274,12 @@ def encoder_attention_weight_count(model: nn.Module) -> int:
 
 def tau_schedule(cfg) -> TauSchedule:
     """The Gumbel-sigmoid temperature schedule from the ``--tau-*`` options."""
-    start = getattr(cfg, "tau_start", None) or 1.0
+    start, end = option(cfg, "tau_start"), getattr(cfg, "tau_end", None)
     try:
-        return TauSchedule(
-            start, getattr(cfg, "tau_end", None) or start,
-            getattr(cfg, "tau_anneal_updates", None) or 0, getattr(cfg, "tau_anneal", None) or "constant",
-        )
+        return TauSchedule(start, start if end is None else end,
+                           option(cfg, "tau_anneal_updates"), option(cfg, "tau_anneal"))
     except ValueError as e:
         raise OptionError(f"--tau-*: {e}") from None
-
-
-_DEFAULTS = dict(mask_mode="post", dam_init=3.0, aaa_neg=-1e4, gate_init=3.0,
-                 gate_beta=2 / 3, gate_gamma=-0.1, gate_zeta=1.1)
 
 
 @register_model_architecture("transformer_local", "transformer_local")

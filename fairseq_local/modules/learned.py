@@ -54,6 +54,8 @@ class TauSchedule:
             raise ValueError(f"tau schedule must be one of {TAU_SCHEDULES}, not {self.kind!r}")
         if self.start <= 0 or self.end <= 0:
             raise ValueError(f"tau must be > 0 (got start {self.start}, end {self.end})")
+        if self.updates < 0:
+            raise ValueError(f"the anneal length must be >= 0 updates, not {self.updates}")
 
     def __call__(self, num_updates: int) -> float:
         if self.kind == "constant" or self.updates <= 0:

@@ -154,6 +154,7 @@ class LocalMultiheadAttention(nn.Module):
         self.collect_stats = False
         self.stats: Dict[str, Tensor] = {}
         self.last_axis: Optional[Tensor] = None  # (B, A, T, S) of the last forward, for images
+        self._aaa_indicators: Optional[Tensor] = None  # (2, B, T) of the last forward
         self.mask_mode = mask_mode
         self.head_to_group = tuple(head_to_group)
         self.qk = nn.ModuleList(qk)
@@ -176,11 +177,6 @@ class LocalMultiheadAttention(nn.Module):
     @property
     def untied(self) -> bool:
         return self.head_to_group == tuple(range(self.num_heads))
-
-    @property
-    def learned(self) -> bool:
-        """Whether any head has a learned mask or a gate."""
-        return bool(self.dam_heads or self.aaa_heads or self.gated_heads)
 
     def set_num_updates(self, num_updates: int) -> None:
         """Called by fairseq before every update: anneal τ."""
@@ -309,7 +305,7 @@ class LocalMultiheadAttention(nn.Module):
             scale = torch.ones(H, dtype=out.dtype, device=out.device).index_copy(
                 0, self.gate_index, gates.to(out.dtype))
             out = out * scale.view(1, H, 1, 1)
-        if self.collect_stats or (self.training and self.learned):
+        if self.collect_stats:  # set by the sparsity criterion
             self.stats = self.sparsity_stats(masks, axis, gates, key_padding_mask, tgt_len, bsz)
         out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
         return self.out_proj(out), weights
