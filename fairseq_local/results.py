@@ -8,7 +8,8 @@ shown with its paper name. The table reads the runs' own outputs: the arch
 and the encoder attention weight count from ``checkpoint_best.pt`` (or
 ``checkpoint_last.pt``), the best validation loss and the mean training
 words/s from ``train.log`` (and, for runs trained with the sparsity criterion,
-the realised sparsity ρ of seed 004's Eq. 9 at the last validation), and
+the realised sparsity ρ of seed 004's Eq. 9, and the share of open head
+gates, at the last validation), and
 BLEU from ``test.bleu.json``. Cells that a run
 has not produced yet are shown as "-".
 """
@@ -60,7 +61,9 @@ def _log_info(run: Path) -> Dict[str, str]:
             valid.append(float(m.group(1)))
             m = re.search(r"\| rho ([0-9.]+)", line)  # logged by the sparsity criterion
             if m:
-                rho.append(float(m.group(1)))
+                gates = re.search(r"\| gates_open ([0-9.]+)", line)
+                rho.append(f"{100 * float(m.group(1)):.1f}%"
+                           + (f", {100 * float(gates.group(1)):.0f}% heads open" if gates else ""))
         m = re.search(r"\| train \| epoch .*?\| wps ([0-9.]+)", line)
         if m:
             wps.append(float(m.group(1)))
@@ -70,7 +73,7 @@ def _log_info(run: Path) -> Dict[str, str]:
     if wps:
         out["train words/s"] = f"{sum(wps) / len(wps):.0f}"
     if rho:
-        out["valid sparsity"] = f"{100 * rho[-1]:.1f}%"
+        out["valid sparsity"] = rho[-1]
     return out
 
 

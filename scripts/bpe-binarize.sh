@@ -3,13 +3,17 @@
 # with fairseq-preprocess (--joined-dictionary). Idempotent and resumable.
 #
 # Usage: scripts/bpe-binarize.sh --raw DIR --out DIR [--src L] [--tgt L]
-#            [--merges N] [--splits "train valid test"] [--workers N]
+#            [--merges N] [--splits "train valid test"] [--workers N] [--sentencepiece]
 # Input:  DIR/{split}.{src,tgt}, tokenised text, one sentence per line.
 # Output: OUT/bpe/{code,split.L}, OUT/{fairseq-preprocess files}, OUT/summary.txt
+# Splits: train, valid, test and further test sets test1, test2, ... (given to
+# fairseq-preprocess as --testpref test,test1,test2; they need test).
+# --sentencepiece: a joint SentencePiece BPE model of N pieces (--merges N),
+# OUT/bpe/spm.model, instead of N subword-nmt merges.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-RAW="" OUT="" SRC=src TGT=tgt MERGES=8000 SPLITS="train valid test" WORKERS=2
+RAW="" OUT="" SRC=src TGT=tgt MERGES=8000 SPLITS="train valid test" WORKERS=2 SPM=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --raw) RAW="$2"; shift 2 ;;
@@ -19,18 +23,35 @@ while [ $# -gt 0 ]; do
     --merges) MERGES="$2"; shift 2 ;;
     --splits) SPLITS="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    --sentencepiece) SPM=1; shift ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
 [ -n "$RAW" ] && [ -n "$OUT" ] || die "--raw and --out are required"
 [[ "$MERGES" =~ ^[1-9][0-9]*$ ]] || die "--merges must be a positive integer, not '$MERGES'"
 case " $SPLITS " in *" train "*) ;; *) die "--splits must include train" ;; esac
+# Test splits, in fairseq-preprocess's order: test, test1, test2, ...
+tests=()
+for split in $SPLITS; do if [[ "$split" =~ ^test[0-9]*$ ]]; then tests+=("$split"); fi; done
+for k in "${!tests[@]}"; do
+  name=test; [ "$k" = 0 ] || name="test$k"
+  case " ${tests[*]} " in *" $name "*) ;; *) die "--splits: test sets must be named test, test1, test2, ... without gaps ('$name' is missing)" ;; esac
+done
 for split in $SPLITS; do require_parallel "$RAW/$split.$SRC" "$RAW/$split.$TGT"; done
 
 BPE="$OUT/bpe"
+WMT_PY="$USER_DIR/data/wmt.py"
+CODES="$BPE/codes"; [ "$SPM" = 0 ] || CODES="$BPE/spm.model"
 mkdir -p "$BPE"
-if ! step_done "$BPE/.codes.done" "$BPE/codes"; then
+if [ "$SPM" = 1 ]; then
+  if ! step_done "$BPE/.spm.done" "$CODES"; then
+    log "training a joint SentencePiece model of $MERGES pieces on $RAW/train.{$SRC,$TGT}"
+    python "$WMT_PY" spm-train --input "$RAW/train.$SRC" "$RAW/train.$TGT" \
+      --vocab-size "$MERGES" --model-prefix "$BPE/spm" --threads "$WORKERS"
+    step_finish "$BPE/.spm.done" "$CODES"
+  fi
+elif ! step_done "$BPE/.codes.done" "$BPE/codes"; then
   log "learning $MERGES joint BPE merges on $RAW/train.{$SRC,$TGT}"
   subword-nmt learn-joint-bpe-and-vocab --input "$RAW/train.$SRC" "$RAW/train.$TGT" \
     -s "$MERGES" -o "$BPE/codes.tmp" \
@@ -40,12 +61,17 @@ if ! step_done "$BPE/.codes.done" "$BPE/codes"; then
 fi
 for split in $SPLITS; do
   for l in "$SRC" "$TGT"; do
-    if ! step_done "$BPE/.$split.$l.done" "$BPE/codes" "$BPE/$split.$l"; then
-      log "applying BPE to $split.$l"
-      subword-nmt apply-bpe -c "$BPE/codes" --vocabulary "$BPE/vocab.$l" \
-        --vocabulary-threshold 1 < "$RAW/$split.$l" > "$BPE/$split.$l.tmp"
-      mv "$BPE/$split.$l.tmp" "$BPE/$split.$l"
-      step_finish "$BPE/.$split.$l.done" "$BPE/codes" "$BPE/$split.$l"
+    if ! step_done "$BPE/.$split.$l.done" "$CODES" "$BPE/$split.$l"; then
+      if [ "$SPM" = 1 ]; then
+        log "applying SentencePiece to $split.$l"
+        python "$WMT_PY" spm-encode --model "$CODES" "$RAW/$split.$l" "$BPE/$split.$l"
+      else
+        log "applying BPE to $split.$l"
+        subword-nmt apply-bpe -c "$BPE/codes" --vocabulary "$BPE/vocab.$l" \
+          --vocabulary-threshold 1 < "$RAW/$split.$l" > "$BPE/$split.$l.tmp"
+        mv "$BPE/$split.$l.tmp" "$BPE/$split.$l"
+      fi
+      step_finish "$BPE/.$split.$l.done" "$CODES" "$BPE/$split.$l"
     fi
   done
 done
@@ -54,26 +80,31 @@ bin_files=()
 for split in $SPLITS; do
   for l in "$SRC" "$TGT"; do bin_files+=("$OUT/$split.$SRC-$TGT.$l.idx"); done
 done
-if ! step_done "$OUT/.binarize.done" "$BPE/codes" "$OUT/dict.$SRC.txt" "${bin_files[@]}"; then
+if ! step_done "$OUT/.binarize.done" "$CODES" "$OUT/dict.$SRC.txt" "${bin_files[@]}"; then
   log "binarising into $OUT"
   prefs=(--trainpref "$BPE/train")
   for split in $SPLITS; do
     case "$split" in
       train) ;;
       valid) prefs+=(--validpref "$BPE/valid") ;;
-      test) prefs+=(--testpref "$BPE/test") ;;
-      *) die "unknown split '$split' (train, valid, test)" ;;
+      test|test[0-9]*) ;;
+      *) die "unknown split '$split' (train, valid, test, test1, ...)" ;;
     esac
   done
+  if [ "${#tests[@]}" -gt 0 ]; then
+    testprefs="$BPE/test"
+    for ((k = 1; k < ${#tests[@]}; k++)); do testprefs+=",$BPE/test$k"; done
+    prefs+=(--testpref "$testprefs")
+  fi
   rm -f "$OUT"/dict.*.txt
   fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" "${prefs[@]}" \
     --destdir "$OUT" --joined-dictionary --workers "$WORKERS" > "$OUT/preprocess.out" 2>&1 \
     || { tail -5 "$OUT/preprocess.out" >&2; die "fairseq-preprocess failed (log: $OUT/preprocess.out)"; }
-  step_finish "$OUT/.binarize.done" "$BPE/codes" "$OUT/dict.$SRC.txt" "${bin_files[@]}"
+  step_finish "$OUT/.binarize.done" "$CODES" "$OUT/dict.$SRC.txt" "${bin_files[@]}"
 fi
 
 {
-  echo "bpe_merges $MERGES"
+  if [ "$SPM" = 1 ]; then echo "sentencepiece_pieces $MERGES"; else echo "bpe_merges $MERGES"; fi
   echo "dictionary_size $(wc -l < "$OUT/dict.$SRC.txt")"
   for split in $SPLITS; do echo "sentences_$split $(wc -l < "$RAW/$split.$SRC")"; done
 } > "$OUT/summary.txt"

@@ -30,7 +30,7 @@ OPTIM=(--lr 2e-3 --warmup-updates 200 --clip-norm 1.0 --dropout 0.1
 # The sparsity criterion logs the realised sparsity of every config; its terms
 # act only on the heads that have them (DAM, AAA, gates).
 SPARSITY=(--criterion label_smoothed_cross_entropy_with_sparsity --dam-max-len 128
-  --dam-lambda 0.05 --aaa-target 0.5 --aaa-alpha 1 --gate-lambda 0.01)
+  --dam-init 0.5 --dam-lambda 0.2 --aaa-target 0.5 --aaa-alpha 1 --gate-lambda 0.01)
 
 bash scripts/prepare-synthetic.sh --out "$DATA"
 

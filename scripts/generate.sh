@@ -2,18 +2,24 @@
 # Translate a subset with fairseq-generate and score it with sacreBLEU.
 #
 # Usage: scripts/generate.sh --data DIR --checkpoint FILE --out DIR [--subset test]
-#            [--ref FILE] [--beam 4] [--lenpen 0.6] [--max-tokens 8000] [-- FAIRSEQ_ARGS...]
+#            [--ref FILE] [--beam 4] [--lenpen 0.6] [--max-tokens 8000]
+#            [--post-process NAME] [--detok LANG] [-- FAIRSEQ_ARGS...]
 #
-# BPE is removed from the output (--remove-bpe). Batches are not rounded to a
-# multiple of 8: fairseq-fixed's batch_by_size drops a final batch that is not,
-# which would silently leave sentences untranslated. --ref is the plain reference
-# text for the subset (default: fairseq's own target side, BPE removed).
+# BPE is removed from the output (--remove-bpe; --post-process NAME passes
+# fairseq's --post-process NAME instead, e.g. sentencepiece). Batches are not
+# rounded to a multiple of 8: fairseq-fixed's batch_by_size drops a final batch
+# that is not, which would silently leave sentences untranslated. --ref is the
+# plain reference text for the subset (default: fairseq's own target side, BPE
+# removed). --detok LANG detokenises the hypotheses with sacremoses (Moses
+# detokenizer for LANG) before scoring and keeps the tokenised ones in
+# OUT/SUBSET.tok.hyp.
 # Writes OUT/generate-SUBSET.txt, OUT/SUBSET.hyp, OUT/SUBSET.ref and
 # OUT/SUBSET.bleu.json (sacreBLEU's JSON output, with its signature).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-DATA="" CKPT="" OUT="" SUBSET=test REF="" BEAM=4 LENPEN=0.6 MAXTOK=8000
+DATA="" CKPT="" OUT="" SUBSET=test REF="" BEAM=4 LENPEN=0.6 MAXTOK=8000 DETOK=""
+POST=(--remove-bpe)
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) DATA="$2"; shift 2 ;;
@@ -24,8 +30,10 @@ while [ $# -gt 0 ]; do
     --beam) BEAM="$2"; shift 2 ;;
     --lenpen) LENPEN="$2"; shift 2 ;;
     --max-tokens) MAXTOK="$2"; shift 2 ;;
+    --post-process) POST=(--post-process "$2"); shift 2 ;;
+    --detok) DETOK="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done
@@ -37,11 +45,15 @@ mkdir -p "$OUT"
 gen="$OUT/generate-$SUBSET.txt"
 log "translating '$SUBSET' with $CKPT (beam $BEAM, lenpen $LENPEN)"
 fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$CKPT" --gen-subset "$SUBSET" \
-  --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$MAXTOK" --remove-bpe \
+  --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$MAXTOK" "${POST[@]}" \
   --required-batch-size-multiple 1 "$@" > "$gen.tmp"
 mv "$gen.tmp" "$gen"
 # H-<id>\t<score>\t<text>: restore corpus order by id.
 grep '^H-' "$gen" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$OUT/$SUBSET.hyp"
+if [ -n "$DETOK" ]; then
+  mv "$OUT/$SUBSET.hyp" "$OUT/$SUBSET.tok.hyp"
+  sacremoses -q -l "$DETOK" -j 1 detokenize < "$OUT/$SUBSET.tok.hyp" > "$OUT/$SUBSET.hyp"
+fi
 if [ -n "$REF" ]; then
   cp "$REF" "$OUT/$SUBSET.ref"
 else

@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Translate a WMT'14 test set with a trained run and score it, as the paper's
+# Tables 1-3: detokenised sacreBLEU and, for En-De, tokenised BLEU with
+# compound splitting.
+#
+# Usage: scripts/evaluate-wmt14.sh en-de|en-ru RUN_DIR [--subset test] [--average N]
+#            [--data DIR] [--beam 4] [--lenpen 0.6] [-- FAIRSEQ_GENERATE_ARGS...]
+#
+# Translates with scripts/generate.sh (beam 4, length penalty 0.6, as fairseq's
+# WMT recipe) from RUN_DIR/checkpoint_best.pt (else checkpoint_last.pt), or with
+# --average N from the average of the run's last N checkpoints by update number
+# (written to RUN_DIR/checkpoint_avgN.pt; fairseq_local/average_checkpoints.py).
+# BPE (subword-nmt) or SentencePiece is removed as the data's summary.json says,
+# then the hypotheses are detokenised with sacremoses' Moses detokenizer.
+#   detokenised sacreBLEU: against the raw reference (newstest2014 for "test",
+#     read from the test-set files kept under DATA/work/extract); if they are
+#     gone, against the detokenised tokenised reference, with a warning.
+#     RUN_DIR/SUBSET.ref.source says which reference was used.
+#   tokenised BLEU (en-de only): the tokenised hypotheses and DATA/tok/SUBSET.de
+#     with hyphenated compounds split as "a ##AT##-##AT## b" (Vaswani et al.'s
+#     get_ende_bleu.sh), scored by sacreBLEU with --tokenize none (as multi-bleu).
+# --data DIR defaults to data-bin/wmt14_<pair>. Arguments after "--" go to
+# fairseq-generate.
+# Writes RUN_DIR/{generate-SUBSET.txt, SUBSET.hyp (detokenised), SUBSET.tok.hyp,
+# SUBSET.ref, SUBSET.bleu.json} and, for en-de, RUN_DIR/SUBSET.tok-bleu.json
+# (sacreBLEU's JSON output, with its signature).
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+PAIR="" RUN="" SUBSET=test AVERAGE="" DATA="" BEAM=4 LENPEN=0.6
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --subset|--average|--data|--beam|--lenpen) [ $# -ge 2 ] || die "option '$1' needs a value" ;;&
+    --subset) SUBSET="$2"; shift 2 ;;
+    --average) AVERAGE="$2"; shift 2 ;;
+    --data) DATA="$2"; shift 2 ;;
+    --beam) BEAM="$2"; shift 2 ;;
+    --lenpen) LENPEN="$2"; shift 2 ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,/^[^#]/p' "$0" | grep '^#'; exit 0 ;;
+    -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
+    *) if [ -z "$PAIR" ]; then PAIR="$1"; elif [ -z "$RUN" ]; then RUN="$1"
+       else die "unexpected argument '$1' (see --help)"; fi; shift ;;
+  esac
+done
+case "$PAIR" in
+  en-de|en-ru) TGT="${PAIR#en-}" ;;
+  "") die "missing language pair: en-de or en-ru (see --help)" ;;
+  *) die "unsupported language pair '$PAIR' (en-de or en-ru)" ;;
+esac
+[ -n "$RUN" ] || die "missing run directory (see --help)"
+[ -d "$RUN" ] || die "no run directory '$RUN'"
+[ -z "$AVERAGE" ] || [[ "$AVERAGE" =~ ^[1-9][0-9]*$ ]] || die "--average must be a positive integer, not '$AVERAGE'"
+DATA="${DATA:-$FAIRSEQ_LOCAL_ROOT/data-bin/wmt14_$PAIR}"
+[ -f "$DATA/summary.json" ] || die "no WMT'14 data in '$DATA' (run scripts/prepare-wmt14.sh $PAIR first)"
+TOKREF="$DATA/tok/$SUBSET.$TGT"
+[ -f "$TOKREF" ] || die "no subset '$SUBSET' in '$DATA' (no $TOKREF)"
+
+# summary.json -> "<BPE method> <test set name>"
+read -r METHOD SETNAME < <(python -c 'import json, sys
+s = json.load(open(sys.argv[1]))
+print(s["bpe"]["method"], s["splits"].get(sys.argv[2], {}).get("name", sys.argv[2]))' "$DATA/summary.json" "$SUBSET")
+POST=()
+[ "$METHOD" != sentencepiece ] || POST=(--post-process sentencepiece)
+
+if [ -n "$AVERAGE" ]; then
+  CKPT="$RUN/checkpoint_avg$AVERAGE.pt"
+  log "averaging the last $AVERAGE checkpoints of $RUN"
+  python -m fairseq_local.average_checkpoints "$RUN" --num "$AVERAGE" --output "$CKPT"
+elif [ -f "$RUN/checkpoint_best.pt" ]; then
+  CKPT="$RUN/checkpoint_best.pt"
+else
+  CKPT="$RUN/checkpoint_last.pt"
+  [ -f "$CKPT" ] || die "no checkpoint in '$RUN' (checkpoint_best.pt or checkpoint_last.pt)"
+fi
+
+# The raw (untokenised) reference, from the test-set files prepare-wmt14.sh extracted.
+REF="$(mktemp)"; trap 'rm -f "$REF"' EXIT
+found="$(python - "$USER_DIR/data" "$SETNAME" "$TGT" "$DATA/work/extract" "$REF" <<'EOF'
+import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+from wmt import WmtError, find_test, read_sgm  # fairseq_local/data/wmt.py, without fairseq
+name, tgt, root, out = sys.argv[2:6]
+try:
+    _, ref = find_test(name, "en", tgt, [Path(root)])
+except WmtError:
+    sys.exit(0)
+text = read_sgm(ref) if ref.suffix == ".sgm" else ref.read_text(encoding="utf-8").splitlines()
+Path(out).write_text("".join(line + "\n" for line in text), encoding="utf-8")
+print(ref)
+EOF
+)"
+if [ -z "$found" ]; then
+  log "warning: the raw $SETNAME reference is not under $DATA/work/extract: scoring against the detokenised tokenised reference $TOKREF"
+  sacremoses -q -l "$TGT" -j 1 detokenize < "$TOKREF" > "$REF"
+  found="detokenised $TOKREF"
+fi
+require_parallel "$REF" "$TOKREF"
+
+"$FAIRSEQ_LOCAL_ROOT/scripts/generate.sh" --data "$DATA" --checkpoint "$CKPT" --out "$RUN" \
+  --subset "$SUBSET" --ref "$REF" --detok "$TGT" --beam "$BEAM" --lenpen "$LENPEN" \
+  ${POST[@]+"${POST[@]}"} -- "$@"
+echo "$found" > "$RUN/$SUBSET.ref.source"
+
+if [ "$PAIR" = en-de ]; then
+  # Tokenised BLEU with compound splitting (get_ende_bleu.sh): the Moses -a
+  # tokens "a @-@ b" are joined back to "a-b", then split as "a ##AT##-##AT## b".
+  python - "$RUN/$SUBSET.tok.hyp" "$TOKREF" "$RUN/$SUBSET.tok.hyp.split" "$RUN/$SUBSET.tok.ref.split" <<'EOF'
+import re, sys
+from pathlib import Path
+for src, dst in ((sys.argv[1], sys.argv[3]), (sys.argv[2], sys.argv[4])):
+    lines = Path(src).read_text(encoding="utf-8").splitlines()
+    split = (re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", s.replace(" @-@ ", "-")) for s in lines)
+    Path(dst).write_text("".join(s + "\n" for s in split), encoding="utf-8")
+EOF
+  require_parallel "$RUN/$SUBSET.tok.hyp.split" "$RUN/$SUBSET.tok.ref.split"
+  sacrebleu "$RUN/$SUBSET.tok.ref.split" -i "$RUN/$SUBSET.tok.hyp.split" -m bleu -w 2 --tokenize none \
+    > "$RUN/$SUBSET.tok-bleu.json"
+  log "$(python -c 'import json,sys; d=json.load(open(sys.argv[1])); print("tokenised", d["name"], d["score"], d["signature"])' "$RUN/$SUBSET.tok-bleu.json")"
+fi

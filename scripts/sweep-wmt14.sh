@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Train and evaluate several configurations on one WMT'14 pair: the paper's
+# Tables 1-3 (seed 000) for en-de or en-ru.
+#
+# Usage: scripts/sweep-wmt14.sh en-de|en-ru [--configs "a b c ..."] [--gpus N]
+#            [--jobs sequential|slurm] [--average N] [--data DIR] [--runs-root DIR]
+#            [--sbatch-args "ARGS"] [--dry-run] [-- FAIRSEQ_ARGS...]
+#
+# For each configuration (default: all of a-l; letters or arch names), runs
+# scripts/train-wmt14.sh PAIR CONFIG (with --gpus N, --data DIR and the
+# fairseq arguments after "--") into RUNS_ROOT/wmt14_<pair>/<config>, then
+# scripts/evaluate-wmt14.sh on it (--average N: average the last N checkpoints).
+#   --jobs sequential  one after the other on this machine (default)
+#   --jobs slurm       one sbatch job per configuration on one node with N GPUs
+#                      (default 1): writes RUNS_ROOT/wmt14_<pair>/slurm/<config>.sbatch
+#                      and submits it with "sbatch ARGS FILE" (--sbatch-args,
+#                      e.g. "--partition gpu --time 3-00:00:00")
+#   --runs-root DIR    default runs
+#   --dry-run          print what would run (fairseq-train command lines and the
+#                      evaluation commands; for slurm, the job scripts) and exit
+# Re-running a sweep resumes each training from its checkpoint_last.pt (a
+# finished one stops at once) and evaluates again.
+# Then: python -m fairseq_local.paper_tables --runs-root RUNS_ROOT
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+SCRIPTS="$FAIRSEQ_LOCAL_ROOT/scripts"
+
+PAIR="" CONFIGS="a b c d e f g h i j k l" GPUS="" JOBS=sequential AVERAGE="" DATA=""
+RUNS_ROOT="$FAIRSEQ_LOCAL_ROOT/runs" SBATCH_ARGS="" DRY=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --configs|--gpus|--jobs|--average|--data|--runs-root|--sbatch-args)
+      [ $# -ge 2 ] || die "option '$1' needs a value" ;;&
+    --configs) CONFIGS="$2"; shift 2 ;;
+    --gpus) GPUS="$2"; shift 2 ;;
+    --jobs) JOBS="$2"; shift 2 ;;
+    --average) AVERAGE="$2"; shift 2 ;;
+    --data) DATA="$2"; shift 2 ;;
+    --runs-root) RUNS_ROOT="$2"; shift 2 ;;
+    --sbatch-args) SBATCH_ARGS="$2"; shift 2 ;;
+    --dry-run) DRY=1; shift ;;
+    --) shift; break ;;
+    -h|--help) sed -n '2,/^[^#]/p' "$0" | grep '^#'; exit 0 ;;
+    -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
+    *) [ -z "$PAIR" ] || die "unexpected argument '$1' (see --help)"; PAIR="$1"; shift ;;
+  esac
+done
+case "$PAIR" in
+  en-de|en-ru) ;;
+  "") die "missing language pair: en-de or en-ru (see --help)" ;;
+  *) die "unsupported language pair '$PAIR' (en-de or en-ru)" ;;
+esac
+case "$JOBS" in sequential|slurm) ;; *) die "--jobs must be sequential or slurm, not '$JOBS'" ;; esac
+[ -n "$CONFIGS" ] || die "--configs is empty"
+[ "$JOBS" != slurm ] || GPUS="${GPUS:-1}"
+
+# Every configuration -> its run name (the paper letter, or the arch), checked up front.
+names="$(python - "$USER_DIR" $CONFIGS <<'EOF'
+import sys
+sys.path.insert(0, sys.argv[1])
+from paper_configs import get_config
+for key in sys.argv[2:]:
+    try:
+        cfg = get_config(key)
+    except KeyError as e:
+        sys.exit(f"error: {e.args[0]}")
+    print(cfg.letter or cfg.arch)
+EOF
+)" || exit 1
+
+train_opts=(${GPUS:+--gpus "$GPUS"} ${DATA:+--data "$DATA"})
+eval_opts=(${AVERAGE:+--average "$AVERAGE"} ${DATA:+--data "$DATA"})
+[ -z "$AVERAGE" ] || [[ "$AVERAGE" =~ ^[1-9][0-9]*$ ]] || die "--average must be a positive integer, not '$AVERAGE'"
+quote() { printf '%q ' "$@"; echo; }
+
+for name in $names; do
+  run="$RUNS_ROOT/wmt14_$PAIR/$name"
+  train=("$SCRIPTS/train-wmt14.sh" "$PAIR" "$name" "${train_opts[@]}" --save-dir "$run")
+  evaluate=("$SCRIPTS/evaluate-wmt14.sh" "$PAIR" "$run" "${eval_opts[@]}")
+  if [ "$JOBS" = sequential ]; then
+    if [ "$DRY" = 1 ]; then
+      echo "# config $name"
+      "${train[@]}" --dry-run -- "$@"
+      quote "${evaluate[@]}"
+      continue
+    fi
+    log "sweep $PAIR: config $name"
+    "${train[@]}" -- "$@"
+    "${evaluate[@]}"
+  else
+    job="#!/usr/bin/env bash
+#SBATCH --job-name=wmt14_${PAIR}_$name
+#SBATCH --nodes=1
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:$GPUS
+#SBATCH --output=$run/slurm-%j.out
+set -euo pipefail
+cd $(printf '%q' "$FAIRSEQ_LOCAL_ROOT")
+$(quote "${train[@]}" -- "$@")
+$(quote "${evaluate[@]}")"
+    script="$RUNS_ROOT/wmt14_$PAIR/slurm/$name.sbatch"
+    if [ "$DRY" = 1 ]; then
+      echo "# config $name: sbatch $SBATCH_ARGS $script"
+      echo "$job"
+      continue
+    fi
+    command -v sbatch >/dev/null || die "sbatch not found (--jobs slurm needs Slurm)"
+    mkdir -p "$(dirname "$script")" "$run"
+    echo "$job" > "$script"
+    # shellcheck disable=SC2086  # SBATCH_ARGS is a list of options
+    log "config $name: $(sbatch $SBATCH_ARGS "$script")"
+  fi
+done
+[ "$DRY" = 1 ] || [ "$JOBS" = slurm ] || log "sweep done: python -m fairseq_local.paper_tables --runs-root $RUNS_ROOT"
