@@ -3,16 +3,15 @@
 Configuration errors raised by the plugin (a bad ``--attn-layout``, say) are
 :class:`ValueError` subclasses for library callers.  When one reaches the top
 of a command-line program uncaught, it is printed as a single ``error:`` line
-instead of a traceback (the process exits with status 1, as after any
-uncaught exception).
+instead of a traceback, and the process exits at once with status 1.
 """
 
+import os
 import sys
 from typing import Tuple, Type
 
 from .modules.layout import LayoutError
 from .modules.masks import MaskSpecError
-
 
 
 class OptionError(ValueError):
@@ -29,10 +28,15 @@ def install_excepthook() -> None:
         return
 
     def hook(exc_type, exc, tb):
-        if issubclass(exc_type, USER_ERRORS):
-            print(f"error: {exc}", file=sys.stderr)
-        else:
+        if not issubclass(exc_type, USER_ERRORS):
             previous(exc_type, exc, tb)
+            return
+        print(f"error: {exc}", file=sys.stderr)
+        if not hasattr(sys, "ps1"):  # a program, not an interactive session: exit now,
+            # before background threads (data loaders) are torn down noisily
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
 
     hook._fairseq_local = True  # type: ignore[attr-defined]
     sys.excepthook = hook

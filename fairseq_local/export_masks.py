@@ -13,7 +13,9 @@ mask of a sentence of N tokens (default: the mask's maximum length):
   ``dam-s`` mask stays Toeplitz).
 
 ``dam-s`` masks keep their first and last rows and columns on at every
-length.  The file loads as the fixed mask kind ``file`` of a second training
+length.  Entries at positions (``dam-u``) or offsets (``dam-s``) that no
+training sentence reached were never trained and keep their initial α
+(``--dam-init``): export at the lengths the model was trained on.  The file loads as the fixed mask kind ``file`` of a second training
 stage (seed 001, §4.3 "two-stage"): pass ``--mask-file masks.pt`` and the
 layout that the command prints (the DAM heads become ``file`` heads; every
 other head and Q/K group is unchanged).  ``--png`` draws one heatmap per
@@ -115,7 +117,7 @@ def draw(masks: Dict[str, dict], path: str, title: str) -> None:
         ax = axes[layers.index(l)][heads.index(h)]
         ax.imshow(m.float().numpy(), cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
         ax.set_title(f"L{l + 1} H{h + 1}  {100 * m.float().mean():.0f}%", fontsize=7)
-    fig.suptitle(title, fontsize=8)
+    fig.suptitle(f"{title}; black = allowed, % = share allowed", fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

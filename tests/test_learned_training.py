@@ -7,10 +7,18 @@ import re
 import pytest
 import torch
 
-from conftest import USER_DIR, run
+from conftest import TINY, USER_DIR, run
 from test_end_to_end import _params, train
 
 SPARSE = ["--criterion", "label_smoothed_cross_entropy_with_sparsity", "--dam-max-len", "128"]
+
+
+def train_fails(data, arch, save, *extra) -> str:
+    """Train expecting a one-line error; returns that line."""
+    r = run(["bash", "scripts/train.sh", "--data", str(data), "--arch", arch, "--save-dir", str(save),
+             "--", *TINY, *extra], check=False)
+    assert r.returncode != 0 and "Traceback" not in r.stdout + r.stderr
+    return r.stdout.strip().splitlines()[-1]  # train.sh passes fairseq's stderr to its stdout
 
 
 def logged(save, name):
@@ -87,16 +95,16 @@ def test_export_two_stage_finetune_and_generate(tiny_data, tmp_path):
         for layer in range(6):
             ckpt["model"][f"encoder.layers.{layer}.self_attn.dam.{h}.alpha"] = alpha
     torch.save(ckpt, stage1 / "checkpoint_last.pt")
-    for args, method in [([], "hard"), (["--prune", "90"], "prune-90")]:
+    for args, method in [([], "hard"), (["--prune", "90", "--n", "20"], "prune-90")]:
         out = run(["python", "-m", "fairseq_local.export_masks", str(stage1 / "checkpoint_last.pt"),
-                   "--out", str(tmp_path / f"{method}.pt"), "--png", str(tmp_path / f"{method}.png"),
-                   "--n", "20", *args])
+                   "--out", str(tmp_path / f"{method}.pt"), "--png", str(tmp_path / f"{method}.png"), *args])
         assert f"({method}," in out.stdout
         assert "--attn-layout '[file*8]*6'" in out.stdout
         assert (tmp_path / f"{method}.png").read_bytes()[:4] == b"\x89PNG"
     hard = torch.load(tmp_path / "hard.pt", weights_only=True)
     alpha0 = ckpt["model"]["encoder.layers.0.self_attn.dam.0.alpha"]
-    i, j = torch.triu_indices(20, 20)
+    i, j = torch.triu_indices(128, 128)
+    assert hard["masks"]["3.0"]["matrix"].shape == (128, 128)  # --dam-max-len
     assert torch.equal(hard["masks"]["3.0"]["matrix"][i, j], alpha0[i * 128 - i * (i - 1) // 2 + j - i] > 0)
     pruned = torch.load(tmp_path / "prune-90.pt", weights_only=True)
     assert pruned["method"] == "prune-90" and len(pruned["masks"]) == 48
@@ -106,9 +114,13 @@ def test_export_two_stage_finetune_and_generate(tiny_data, tmp_path):
 
     stage2 = tmp_path / "stage2"
     r = train(tiny_data, "transformer_local", stage2, "--attn-layout", "[file*8]*6",
-              "--mask-file", str(tmp_path / "prune-90.pt"), "--restore-file", str(stage1 / "checkpoint_last.pt"),
+              "--mask-file", str(tmp_path / "hard.pt"), "--restore-file", str(stage1 / "checkpoint_last.pt"),
               "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--max-update", "4")
     assert "dropped 48 and initialised 0 learned-mask/gate tensors" in r.stdout + r.stderr
+    short = train_fails(tiny_data, "transformer_local", tmp_path / "short", "--attn-layout", "[file*8]*6",
+                        "--mask-file", str(tmp_path / "prune-90.pt"), "--max-update", "1")
+    assert re.fullmatch(r"error: a sentence of \d+ tokens is longer than mask file-0\.0 of '.*prune-90\.pt' "
+                        r"\(20 positions\)", short), short
     state = _params(stage2 / "checkpoint_last.pt")
     assert not any(k.endswith("alpha") for k in state)
     run(["bash", "scripts/generate.sh", "--data", str(tiny_data), "--checkpoint",

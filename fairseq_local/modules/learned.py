@@ -207,7 +207,7 @@ class DamMask(nn.Module):
         """
         n = pos_k.amax(-1, keepdim=True).unsqueeze(-1) + 1  # (B, 1, 1)
         if int(n.max()) > self.max_len:
-            raise ValueError(
+            raise MaskSpecError(
                 f"a sentence of {int(n.max())} tokens is longer than the DAM mask's "
                 f"maximum length {self.max_len} (--dam-max-len)"
             )

@@ -472,7 +472,7 @@ class FileMask(PositionMask):
         entry = self.entry()
         m = entry["matrix"].to(i.device)
         if int(n.max()) > m.shape[0]:
-            raise ValueError(
+            raise MaskSpecError(
                 f"a sentence of {int(n.max())} tokens is longer than mask {self} of "
                 f"'{self.path}' ({m.shape[0]} positions)"
             )
