@@ -15,14 +15,13 @@ partly finished sweep gives a partly filled table.
 """
 
 import argparse
-import csv
 import json
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
 from .paper_configs import NMT_CONFIGS, get_config
-from .results import _checkpoint_info
+from .results import _checkpoint_info, write_table
 
 PAIRS = ("en-de", "en-ru")
 COLUMNS = ["config", "paper name", "arch", "attn weights",
@@ -81,12 +80,6 @@ def collect(runs_root: Path) -> List[Dict[str, str]]:
     return [row(runs_root, name) for name in run_names(runs_root)]
 
 
-def markdown(rows: List[Dict[str, str]]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(r[c] for c in COLUMNS) + " |" for r in rows]
-    return "\n".join(lines)
-
-
 def main(argv: Optional[List[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs-root", type=Path, default=Path("runs"),
@@ -96,16 +89,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     if not args.runs_root.is_dir():
         parser.error(f"no runs directory '{args.runs_root}'")
-    rows = collect(args.runs_root)
-    table = markdown(rows)
-    print(table)
-    if args.markdown:
-        args.markdown.write_text(table + "\n")
-    if args.csv:
-        with args.csv.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
+    write_table(collect(args.runs_root), COLUMNS, args.markdown, args.csv)
 
 
 if __name__ == "__main__":

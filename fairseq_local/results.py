@@ -100,10 +100,24 @@ def collect(runs_dir: Path, order: Optional[List[str]] = None) -> List[Dict[str,
     return rows
 
 
-def markdown(rows: List[Dict[str, str]]) -> str:
-    lines = ["| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
-    lines += ["| " + " | ".join(r[c] for c in COLUMNS) + " |" for r in rows]
+def markdown(rows: List[Dict[str, str]], columns: List[str] = COLUMNS) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(r[c] for c in columns) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def write_table(rows: List[Dict[str, str]], columns: List[str], markdown_path: Optional[Path],
+                csv_path: Optional[Path]) -> None:
+    """Print the table as Markdown, and write it to the given Markdown and CSV files."""
+    table = markdown(rows, columns)
+    print(table)
+    if markdown_path:
+        markdown_path.write_text(table + "\n")
+    if csv_path:
+        with csv_path.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(rows)
 
 
 def main(argv: Optional[List[str]] = None) -> None:
@@ -115,16 +129,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     if not args.runs_dir.is_dir():
         parser.error(f"no runs directory '{args.runs_dir}'")
-    rows = collect(args.runs_dir, args.runs)
-    table = markdown(rows)
-    print(table)
-    if args.markdown:
-        args.markdown.write_text(table + "\n")
-    if args.csv:
-        with args.csv.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=COLUMNS)
-            writer.writeheader()
-            writer.writerows(rows)
+    write_table(collect(args.runs_dir, args.runs), COLUMNS, args.markdown, args.csv)
 
 
 if __name__ == "__main__":

@@ -43,11 +43,8 @@ while [ $# -gt 0 ]; do
        else die "unexpected argument '$1' (see --help)"; fi; shift ;;
   esac
 done
-case "$PAIR" in
-  en-de|en-ru) TGT="${PAIR#en-}" ;;
-  "") die "missing language pair: en-de or en-ru (see --help)" ;;
-  *) die "unsupported language pair '$PAIR' (en-de or en-ru)" ;;
-esac
+require_pair "$PAIR"
+TGT="${PAIR#en-}"
 [ -n "$RUN" ] || die "missing run directory (see --help)"
 [ -d "$RUN" ] || die "no run directory '$RUN'"
 [ -z "$AVERAGE" ] || [[ "$AVERAGE" =~ ^[1-9][0-9]*$ ]] || die "--average must be a positive integer, not '$AVERAGE'"

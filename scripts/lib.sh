@@ -44,3 +44,12 @@ require_parallel() {
   a=$(wc -l < "$1"); b=$(wc -l < "$2")
   [ "$a" = "$b" ] || die "parallel files differ in length: $1 has $a lines, $2 has $b"
 }
+
+# require_pair PAIR : PAIR is a WMT'14 pair this project prepares (en-de, en-ru).
+require_pair() {
+  case "$1" in
+    en-de|en-ru) ;;
+    "") die "missing language pair: en-de or en-ru (see --help)" ;;
+    *) die "unsupported language pair '$1' (en-de or en-ru)" ;;
+  esac
+}

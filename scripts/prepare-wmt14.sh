@@ -79,6 +79,7 @@ declare -A URL=(
   [wmt19-dev.tgz]=http://data.statmt.org/wmt19/translation-task/dev.tgz
 )
 # "archive corpus" per training corpus; the corpus files are CORPUS.{S,T}.
+require_pair "$PAIR"
 case "$PAIR" in
   en-de) S=en T=de DEFAULT_MERGES=32000
     CORPORA=("training-parallel-europarl-v7.tgz europarl-v7.de-en"
@@ -88,8 +89,6 @@ case "$PAIR" in
     CORPORA=("training-parallel-commoncrawl.tgz commoncrawl.ru-en"
              "training-parallel-nc-v9.tgz news-commentary-v9.ru-en"
              "wiki-titles.tgz wiki.ru-en") ;;
-  "") die "missing language pair: en-de or en-ru (see --help)" ;;
-  *) die "unsupported language pair '$PAIR' (en-de or en-ru)" ;;
 esac
 MERGES="${MERGES:-$DEFAULT_MERGES}"
 OUT="${OUT:-$FAIRSEQ_LOCAL_ROOT/data-bin/wmt14_$PAIR}"

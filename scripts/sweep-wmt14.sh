@@ -45,11 +45,7 @@ while [ $# -gt 0 ]; do
     *) [ -z "$PAIR" ] || die "unexpected argument '$1' (see --help)"; PAIR="$1"; shift ;;
   esac
 done
-case "$PAIR" in
-  en-de|en-ru) ;;
-  "") die "missing language pair: en-de or en-ru (see --help)" ;;
-  *) die "unsupported language pair '$PAIR' (en-de or en-ru)" ;;
-esac
+require_pair "$PAIR"
 case "$JOBS" in sequential|slurm) ;; *) die "--jobs must be sequential or slurm, not '$JOBS'" ;; esac
 [ -n "$CONFIGS" ] || die "--configs is empty"
 [ "$JOBS" != slurm ] || GPUS="${GPUS:-1}"

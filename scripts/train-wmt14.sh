@@ -56,12 +56,8 @@ while [ $# -gt 0 ]; do
        else die "unexpected argument '$1' (see --help)"; fi; shift ;;
   esac
 done
-case "$PAIR" in
-  en-de) EFFECTIVE=32000 ;;
-  en-ru) EFFECTIVE=25000 ;;
-  "") die "missing language pair: en-de or en-ru (see --help)" ;;
-  *) die "unsupported language pair '$PAIR' (en-de or en-ru)" ;;
-esac
+require_pair "$PAIR"
+EFFECTIVE=$([ "$PAIR" = en-de ] && echo 32000 || echo 25000)  # target tokens per update (seed 000, 5.1)
 [ -n "$CONFIG" ] || die "missing configuration: a paper letter (a-l) or an arch name (see --help)"
 if [ -z "$GPUS" ]; then  # every visible GPU
   if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then

@@ -1,7 +1,6 @@
 """Learned masks (DAM_u, DAM_s, AAA), head gates, exported masks and the
 sparsity terms, at module level."""
 
-import math
 from types import SimpleNamespace
 
 import pytest

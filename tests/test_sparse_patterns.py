@@ -1,7 +1,6 @@
 """Fixed sparse patterns of SparseBERT (seed 001) and seed 004: exact matrices,
 random draws, sparsity, parsing, padding invariance and use in attention."""
 
-import math
 
 import pytest
 import torch

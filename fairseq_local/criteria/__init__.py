@@ -6,3 +6,5 @@ from .sparsity_loss import (  # noqa: F401
     SparsityLossConfig,
     attention_modules,
 )
+
+__all__ = ["LabelSmoothedCrossEntropyWithSparsity", "SparsityLoss", "SparsityLossConfig", "attention_modules"]

@@ -28,7 +28,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from .masks import HeadMask, MaskSpecError, register_mask_kind, _ints, _no_params
