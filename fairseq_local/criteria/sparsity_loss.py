@@ -111,8 +111,8 @@ class SparsityLoss:
             terms["dam_loss"] = cfg.dam_lambda * total["dam_density_sum"] / total["dam_count"]
         if "aaa_count" in total:
             rho = total["aaa_rho_sum"] / total["aaa_count"]
-            terms["aaa_loss"] = self.aaa_weight(num_updates) * torch.relu(cfg.aaa_target - rho)
             log["aaa_alpha"] = self.aaa_weight(num_updates)
+            terms["aaa_loss"] = log["aaa_alpha"] * torch.relu(cfg.aaa_target - rho)
         if "gate_l0" in total:
             terms["gate_loss"] = cfg.gate_lambda * total["gate_l0"]
         for name, term in terms.items():
