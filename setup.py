@@ -10,5 +10,5 @@ setup(
     python_requires=">=3.10",
     # fairseq-fixed must be installed with --no-deps (see scripts/setup_env.sh).
     install_requires=["torch>=2.6", "sacrebleu", "sacremoses", "subword-nmt", "tensorboard"],
-    entry_points={"console_scripts": ["fairseq-local-configs=fairseq_local.configs:main"]},
+    entry_points={"console_scripts": ["fairseq-local=fairseq_local.cli.main:main"]},
 )

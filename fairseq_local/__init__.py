@@ -6,8 +6,14 @@ makes fairseq checkpoints load on torch >= 2.6, and prints plugin configuration
 errors as one line on the command line.
 """
 
-from .checkpoint_compat import enable_fairseq_checkpoint_loading
-from .errors import install_excepthook
+import logging
+
+# fairseq's text_to_speech task logs an INFO line on import; keep the
+# plugin's commands quiet (their errors are one line).
+logging.getLogger("fairseq.tasks.text_to_speech").setLevel(logging.WARNING)
+
+from .checkpoint_compat import enable_fairseq_checkpoint_loading  # noqa: E402
+from .errors import install_excepthook  # noqa: E402
 
 enable_fairseq_checkpoint_loading()
 install_excepthook()

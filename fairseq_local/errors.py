@@ -10,25 +10,28 @@ import os
 import sys
 from typing import Tuple, Type
 
-from .modules.layout import LayoutError
-from .modules.masks import MaskSpecError
 
 
 class OptionError(ValueError):
     """A bad value of one of the plugin's command-line options."""
 
 
-USER_ERRORS: Tuple[Type[BaseException], ...] = (LayoutError, MaskSpecError, OptionError)
+def user_errors() -> Tuple[Type[BaseException], ...]:
+    """The errors printed in one line: bad options, layouts and masks."""
+    from .modules.layout import LayoutError
+    from .modules.masks import MaskSpecError
+
+    return (LayoutError, MaskSpecError, OptionError)
 
 
 def install_excepthook() -> None:
-    """Idempotently wrap ``sys.excepthook`` to print :data:`USER_ERRORS` in one line."""
+    """Idempotently wrap ``sys.excepthook`` to print :func:`user_errors` in one line."""
     previous = sys.excepthook
     if getattr(previous, "_fairseq_local", False):
         return
 
     def hook(exc_type, exc, tb):
-        if not issubclass(exc_type, USER_ERRORS):
+        if not issubclass(exc_type, user_errors()):
             previous(exc_type, exc, tb)
             return
         print(f"error: {exc}", file=sys.stderr)

@@ -25,13 +25,13 @@ from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEn
 from fairseq.data import Dictionary
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.tasks.translation import TranslationTask
-from fairseq_local.paper_configs import NMT_CONFIGS
+from fairseq_local.models.archs import NMT_CONFIGS
 
 SIZES = {
     # the demo's reduced dimensions (scripts/demo.sh)
     "demo": dict(encoder_embed_dim=128, encoder_ffn_embed_dim=256, decoder_embed_dim=128,
                  decoder_ffn_embed_dim=256, decoder_layers=2),
-    # Transformer-base (seed 000, §5.1)
+    # Transformer-base (Pande et al., §5.1)
     "base": {},
 }
 

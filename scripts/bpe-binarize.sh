@@ -16,6 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 RAW="" OUT="" SRC=src TGT=tgt MERGES=8000 SPLITS="train valid test" WORKERS=2 SPM=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --raw|--out|--src|--tgt|--merges|--splits|--workers) needs_value "$@" ;;&
     --raw) RAW="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --src) SRC="$2"; shift 2 ;;
@@ -24,7 +25,7 @@ while [ $# -gt 0 ]; do
     --splits) SPLITS="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
     --sentencepiece) SPM=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done

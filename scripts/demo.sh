@@ -5,16 +5,22 @@
 # Re-running resumes: finished data and training steps are skipped.
 #
 # Usage: bash scripts/demo.sh
-# Env:   CONFIGS="a f i"   paper configurations (letters a-l, seed 000 Fig. 4) or
-#                          any named arch, with or without "transformer_"
-#                          (e.g. CONFIGS="dam_s aaa head_gates sparse_bigbird")
+# Env:   CONFIGS="a f i"   configurations (letters a-l of Pande et al.,
+#                          Fig. 4) or any named arch, with or without
+#                          "transformer_" (e.g. CONFIGS="dam_s aaa head_gates
+#                          sparse_bigbird"; see "fairseq-local configs")
 #        MAX_UPDATE=800    training updates per configuration
 #        RUNS=runs/demo    where runs (checkpoints, logs, TensorBoard) go
 #        DATA=data-bin/synthetic
 set -euo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  "") ;;
+  *) die "unexpected argument '$1' (settings are environment variables; see --help)" ;;
+esac
+cd "$FAIRSEQ_LOCAL_ROOT"
 source scripts/setup_env.sh
-source scripts/lib.sh
 
 CONFIGS="${CONFIGS:-a f i}"
 MAX_UPDATE="${MAX_UPDATE:-800}"
@@ -32,12 +38,17 @@ OPTIM=(--lr 2e-3 --warmup-updates 200 --clip-norm 1.0 --dropout 0.1
 SPARSITY=(--criterion label_smoothed_cross_entropy_with_sparsity --dam-max-len 128
   --dam-init 0.5 --dam-lambda 0.2 --aaa-target 0.5 --aaa-alpha 1 --gate-lambda 0.01)
 
+# Every configuration -> "<run name> <arch>", checked before anything runs.
+# shellcheck disable=SC2086  # CONFIGS is a list of names
+resolved="$(resolve_configs $CONFIGS)" || exit 1
+
 bash scripts/prepare-synthetic.sh --out "$DATA"
 
 mkdir -p "$RUNS"
+mapfile -t archs < <(cut -d' ' -f2 <<< "$resolved")
+k=0
 for letter in $CONFIGS; do
-  arch=$(python -c 'import sys; from fairseq_local.paper_configs import get_config; print(get_config(sys.argv[1]).arch)' "$letter") \
-    || die "unknown configuration '$letter' (letters a-l or a named arch)"
+  arch="${archs[$k]}"; k=$((k + 1))
   run="$RUNS/$letter"
   bash scripts/train.sh --data "$DATA" --arch "$arch" --save-dir "$run" -- "${MODEL[@]}" "${OPTIM[@]}" "${SPARSITY[@]}" \
     > "$run.train.out" 2>&1 || { tail -20 "$run.train.out" >&2; die "training ($letter) failed: see $run.train.out"; }
@@ -46,6 +57,7 @@ for letter in $CONFIGS; do
 done
 
 echo
-python -m fairseq_local.results "$RUNS" --runs $CONFIGS --markdown "$RUNS/results.md" --csv "$RUNS/results.csv"
+# shellcheck disable=SC2086
+fairseq-local results "$RUNS" --runs $CONFIGS --markdown "$RUNS/results.md" --csv "$RUNS/results.csv"
 echo
 echo "Results: $RUNS/results.md; TensorBoard: tensorboard --logdir $RUNS"

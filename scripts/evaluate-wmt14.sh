@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Translate a WMT'14 test set with a trained run and score it, as the paper's
-# Tables 1-3: detokenised sacreBLEU and, for En-De, tokenised BLEU with
+# Translate a WMT'14 test set with a trained run and score it, as Pande et al.
+# 2021, Tables 1-3: detokenised sacreBLEU and, for En-De, tokenised BLEU with
 # compound splitting.
 #
 # Usage: scripts/evaluate-wmt14.sh en-de|en-ru RUN_DIR [--subset test] [--average N]
@@ -9,7 +9,7 @@
 # Translates with scripts/generate.sh (beam 4, length penalty 0.6, as fairseq's
 # WMT recipe) from RUN_DIR/checkpoint_best.pt (else checkpoint_last.pt), or with
 # --average N from the average of the run's last N checkpoints by update number
-# (written to RUN_DIR/checkpoint_avgN.pt; fairseq_local/average_checkpoints.py).
+# (written to RUN_DIR/checkpoint_avgN.pt by "fairseq-local average").
 # BPE (subword-nmt) or SentencePiece is removed as the data's summary.json says,
 # then the hypotheses are detokenised with sacremoses' Moses detokenizer.
 #   detokenised sacreBLEU: against the raw reference (newstest2014 for "test",
@@ -30,14 +30,14 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PAIR="" RUN="" SUBSET=test AVERAGE="" DATA="" BEAM=4 LENPEN=0.6
 while [ $# -gt 0 ]; do
   case "$1" in
-    --subset|--average|--data|--beam|--lenpen) [ $# -ge 2 ] || die "option '$1' needs a value" ;;&
+    --subset|--average|--data|--beam|--lenpen) needs_value "$@" ;;&
     --subset) SUBSET="$2"; shift 2 ;;
     --average) AVERAGE="$2"; shift 2 ;;
     --data) DATA="$2"; shift 2 ;;
     --beam) BEAM="$2"; shift 2 ;;
     --lenpen) LENPEN="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,/^[^#]/p' "$0" | grep '^#'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
     *) if [ -z "$PAIR" ]; then PAIR="$1"; elif [ -z "$RUN" ]; then RUN="$1"
        else die "unexpected argument '$1' (see --help)"; fi; shift ;;
@@ -63,7 +63,7 @@ POST=()
 if [ -n "$AVERAGE" ]; then
   CKPT="$RUN/checkpoint_avg$AVERAGE.pt"
   log "averaging the last $AVERAGE checkpoints of $RUN"
-  python -m fairseq_local.average_checkpoints "$RUN" --num "$AVERAGE" --output "$CKPT"
+  fairseq-local average "$RUN" --num "$AVERAGE" --output "$CKPT"
 elif [ -f "$RUN/checkpoint_best.pt" ]; then
   CKPT="$RUN/checkpoint_best.pt"
 else
@@ -73,12 +73,11 @@ fi
 
 # The raw (untokenised) reference, from the test-set files prepare-wmt14.sh extracted.
 REF="$(mktemp)"; trap 'rm -f "$REF"' EXIT
-found="$(python - "$USER_DIR/data" "$SETNAME" "$TGT" "$DATA/work/extract" "$REF" <<'EOF'
+found="$(python - "$SETNAME" "$TGT" "$DATA/work/extract" "$REF" <<'EOF'
 import sys
 from pathlib import Path
-sys.path.insert(0, sys.argv[1])
-from wmt import WmtError, find_test, read_sgm  # fairseq_local/data/wmt.py, without fairseq
-name, tgt, root, out = sys.argv[2:6]
+from fairseq_local.data.wmt import WmtError, find_test, read_sgm
+name, tgt, root, out = sys.argv[1:5]
 try:
     _, ref = find_test(name, "en", tgt, [Path(root)])
 except WmtError:

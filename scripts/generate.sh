@@ -22,6 +22,8 @@ DATA="" CKPT="" OUT="" SUBSET=test REF="" BEAM=4 LENPEN=0.6 MAXTOK=8000 DETOK=""
 POST=(--remove-bpe)
 while [ $# -gt 0 ]; do
   case "$1" in
+    --data|--checkpoint|--out|--subset|--ref|--beam|--lenpen|--max-tokens|--post-process|--detok)
+      needs_value "$@" ;;&
     --data) DATA="$2"; shift 2 ;;
     --checkpoint) CKPT="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
@@ -33,7 +35,7 @@ while [ $# -gt 0 ]; do
     --post-process) POST=(--post-process "$2"); shift 2 ;;
     --detok) DETOK="$2"; shift 2 ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (see --help)" ;;
   esac
 done

@@ -15,6 +15,27 @@ fi
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 die() { echo "error: $*" >&2; exit 1; }
 
+# usage: print the calling script's header comment (from line 2 to the first
+# line that is not a comment), without the leading "# ": its --help text.
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[1]}"; }
+
+# needs_value "$@" : in an option loop, die unless the option "$1" has a value.
+needs_value() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
+
+# resolve_configs KEY... : "NAME ARCH" per key, NAME being the paper letter or,
+# for method archs, the arch name ("fairseq-local configs --resolve"). On an
+# unknown key, prints its one-line error (without fairseq's import-time log
+# lines) and returns 1.
+resolve_configs() {
+  local err out
+  err="$(mktemp)"
+  if out="$(fairseq-local configs --resolve "$@" 2> "$err")"; then
+    rm -f "$err"; echo "$out"; return 0
+  fi
+  if grep -q '^error: ' "$err"; then grep '^error: ' "$err" >&2; else cat "$err" >&2; fi
+  rm -f "$err"; return 1
+}
+
 # _fingerprint FILE... : "name lines sha256" per file.
 _fingerprint() {
   local f

@@ -15,10 +15,11 @@ OUT="$FAIRSEQ_LOCAL_ROOT/data-bin/synthetic" MERGES=1000
 GEN=(--seed 1 --train 20000 --valid 500 --test 500 --nouns 200 --adjectives 60 --verbs 60 --max-len 20)
 while [ $# -gt 0 ]; do
   case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --*) needs_value "$@" ;;&
     --out) OUT="$2"; shift 2 ;;
     --merges) MERGES="$2"; shift 2 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
-    --*) [ $# -ge 2 ] || die "option '$1' needs a value"; GEN+=("$1" "$2"); shift 2 ;;
+    --*) GEN+=("$1" "$2"); shift 2 ;;
     *) die "unexpected argument '$1' (see --help)" ;;
   esac
 done

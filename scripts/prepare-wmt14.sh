@@ -53,7 +53,7 @@ MANIFESTS=() EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --raw-dir|--download-dir|--manifest|--extra-test|--out|--merges|--workers)
-      [ $# -ge 2 ] || die "option '$1' needs a value" ;;&
+      needs_value "$@" ;;&
     --raw-dir) RAW_DIR="$2"; shift 2 ;;
     --download-dir) DL="$2"; shift 2 ;;
     --manifest) MANIFESTS+=("$2"); shift 2 ;;
@@ -62,7 +62,7 @@ while [ $# -gt 0 ]; do
     --merges) MERGES="$2"; shift 2 ;;
     --workers) WORKERS="$2"; shift 2 ;;
     --sentencepiece) SPM=1; shift ;;
-    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (see --help)" ;;
     *) [ -z "$PAIR" ] || die "unexpected argument '$1' (see --help)"; PAIR="$1"; shift ;;
   esac

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Train and evaluate several configurations on one WMT'14 pair: the paper's
-# Tables 1-3 (seed 000) for en-de or en-ru.
+# Train and evaluate several configurations on one WMT'14 pair: Tables 1-3 of
+# Pande et al. for en-de or en-ru.
 #
 # Usage: scripts/sweep-wmt14.sh en-de|en-ru [--configs "a b c ..."] [--gpus N]
 #            [--jobs sequential|slurm] [--average N] [--data DIR] [--runs-root DIR]
@@ -20,7 +20,7 @@
 #                      evaluation commands; for slurm, the job scripts) and exit
 # Re-running a sweep resumes each training from its checkpoint_last.pt (a
 # finished one stops at once) and evaluates again.
-# Then: python -m fairseq_local.paper_tables --runs-root RUNS_ROOT
+# Then: fairseq-local tables --runs-root RUNS_ROOT
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SCRIPTS="$FAIRSEQ_LOCAL_ROOT/scripts"
@@ -30,7 +30,7 @@ RUNS_ROOT="$FAIRSEQ_LOCAL_ROOT/runs" SBATCH_ARGS="" DRY=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --configs|--gpus|--jobs|--average|--data|--runs-root|--sbatch-args)
-      [ $# -ge 2 ] || die "option '$1' needs a value" ;;&
+      needs_value "$@" ;;&
     --configs) CONFIGS="$2"; shift 2 ;;
     --gpus) GPUS="$2"; shift 2 ;;
     --jobs) JOBS="$2"; shift 2 ;;
@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
     --sbatch-args) SBATCH_ARGS="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,/^[^#]/p' "$0" | grep '^#'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
     *) [ -z "$PAIR" ] || die "unexpected argument '$1' (see --help)"; PAIR="$1"; shift ;;
   esac
@@ -51,18 +51,8 @@ case "$JOBS" in sequential|slurm) ;; *) die "--jobs must be sequential or slurm,
 [ "$JOBS" != slurm ] || GPUS="${GPUS:-1}"
 
 # Every configuration -> its run name (the paper letter, or the arch), checked up front.
-names="$(python - "$USER_DIR" $CONFIGS <<'EOF'
-import sys
-sys.path.insert(0, sys.argv[1])
-from paper_configs import get_config
-for key in sys.argv[2:]:
-    try:
-        cfg = get_config(key)
-    except KeyError as e:
-        sys.exit(f"error: {e.args[0]}")
-    print(cfg.letter or cfg.arch)
-EOF
-)" || exit 1
+# shellcheck disable=SC2086  # CONFIGS is a list of names
+names="$(resolve_configs $CONFIGS | cut -d' ' -f1)" || exit 1
 
 train_opts=(${GPUS:+--gpus "$GPUS"} ${DATA:+--data "$DATA"})
 eval_opts=(${AVERAGE:+--average "$AVERAGE"} ${DATA:+--data "$DATA"})
@@ -107,4 +97,4 @@ $(quote "${evaluate[@]}")"
     log "config $name: $(sbatch $SBATCH_ARGS "$script")"
   fi
 done
-[ "$DRY" = 1 ] || [ "$JOBS" = slurm ] || log "sweep done: python -m fairseq_local.paper_tables --runs-root $RUNS_ROOT"
+[ "$DRY" = 1 ] || [ "$JOBS" = slurm ] || log "sweep done: fairseq-local tables --runs-root $RUNS_ROOT"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Train one configuration on WMT'14 En-De or En-Ru with the paper's settings
-# (seed 000, §5.1), through scripts/train.sh.
+# (Pande et al., §5.1), through scripts/train.sh.
 #
 # Usage: scripts/train-wmt14.sh en-de|en-ru CONFIG [--gpus N] [--max-tokens T]
 #            [--save-dir DIR] [--data DIR] [--dry-run] [-- FAIRSEQ_ARGS...]
@@ -43,21 +43,21 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 PAIR="" CONFIG="" GPUS="" MAXTOK=4096 SAVE="" DATA="" DRY=()
 while [ $# -gt 0 ]; do
   case "$1" in
-    --gpus|--max-tokens|--save-dir|--data) [ $# -ge 2 ] || die "option '$1' needs a value" ;;&
+    --gpus|--max-tokens|--save-dir|--data) needs_value "$@" ;;&
     --gpus) GPUS="$2"; shift 2 ;;
     --max-tokens) MAXTOK="$2"; shift 2 ;;
     --save-dir) SAVE="$2"; shift 2 ;;
     --data) DATA="$2"; shift 2 ;;
     --dry-run) DRY=(--dry-run); shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,/^[^#]/p' "$0" | grep '^#'; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
     *) if [ -z "$PAIR" ]; then PAIR="$1"; elif [ -z "$CONFIG" ]; then CONFIG="$1"
        else die "unexpected argument '$1' (see --help)"; fi; shift ;;
   esac
 done
 require_pair "$PAIR"
-EFFECTIVE=$([ "$PAIR" = en-de ] && echo 32000 || echo 25000)  # target tokens per update (seed 000, 5.1)
+EFFECTIVE=$([ "$PAIR" = en-de ] && echo 32000 || echo 25000)  # target tokens per update (Pande et al., §5.1)
 [ -n "$CONFIG" ] || die "missing configuration: a paper letter (a-l) or an arch name (see --help)"
 if [ -z "$GPUS" ]; then  # every visible GPU
   if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
@@ -69,18 +69,8 @@ fi
 [[ "$GPUS" =~ ^[0-9]+$ ]] || die "--gpus must be a number, not '$GPUS'"
 [[ "$MAXTOK" =~ ^[1-9][0-9]*$ ]] || die "--max-tokens must be a positive integer, not '$MAXTOK'"
 
-# CONFIG -> "<run name> <arch>" (paper_configs.py is read on its own: no fairseq import)
-resolved="$(python - "$USER_DIR" "$CONFIG" <<'EOF'
-import sys
-sys.path.insert(0, sys.argv[1])
-from paper_configs import get_config
-try:
-    cfg = get_config(sys.argv[2])
-except KeyError as e:
-    sys.exit(f"error: {e.args[0]}")
-print(cfg.letter or cfg.arch, cfg.arch)
-EOF
-)" || exit 1
+# CONFIG -> "<run name> <arch>"
+resolved="$(resolve_configs "$CONFIG")" || exit 1
 read -r NAME ARCH <<< "$resolved"
 DATA="${DATA:-$FAIRSEQ_LOCAL_ROOT/data-bin/wmt14_$PAIR}"
 SAVE="${SAVE:-$FAIRSEQ_LOCAL_ROOT/runs/wmt14_$PAIR/$NAME}"

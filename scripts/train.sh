@@ -3,7 +3,7 @@
 #
 # Usage: scripts/train.sh --data DIR --arch ARCH --save-dir DIR [--dry-run] [-- FAIRSEQ_ARGS...]
 #
-# Defaults are the paper's training setup (seed 000, §5.1): Adam with
+# Defaults are the training setup of Pande et al. (§5.1): Adam with
 # betas (0.9, 0.997) and eps 1e-9, the inverse-sqrt schedule with 16k warmup
 # updates (peak lr 3.5e-4 = 512^-0.5 * 16000^-0.5, Vaswani et al.'s formula),
 # label smoothing 0.1, shared embeddings over the joined dictionary. Anything
@@ -16,12 +16,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DATA="" ARCH="" SAVE="" DRY=0
 while [ $# -gt 0 ]; do
   case "$1" in
+    --data|--arch|--save-dir) needs_value "$@" ;;&
     --data) DATA="$2"; shift 2 ;;
     --arch) ARCH="$2"; shift 2 ;;
     --save-dir) SAVE="$2"; shift 2 ;;
     --dry-run) DRY=1; shift ;;
     --) shift; break ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
     *) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
   esac
 done

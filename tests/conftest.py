@@ -57,3 +57,64 @@ def tiny_data(tmp_path_factory) -> Path:
     run(["bash", "scripts/prepare-synthetic.sh", "--out", str(out), "--train", "400",
          "--valid", "40", "--test", "30", "--merges", "300"])
     return out
+
+
+def make_attention(tokens, groups=None, mode="post", embed_dim=16, seed=0, std=0.5, max_len=64, **options):
+    """A one-layer LocalMultiheadAttention with one head per mask token, built
+    as the models build it; ``groups`` gives each head's Q/K group index
+    (default: its own).  With ``std``, every parameter is redrawn from
+    N(0, std²), so that biases are tested too.  Returned in eval mode."""
+    import torch
+
+    from fairseq_local.modules.build import AttentionBuilder, AttentionConfig
+
+    groups = list(range(len(tokens))) if groups is None else groups
+    layer = ",".join(f"{t}@g{g}" for t, g in zip(tokens, groups))
+    torch.manual_seed(seed)
+    cfg = AttentionConfig(attn_layout=f"[{layer}]", mask_mode=mode, **options)
+    attn = AttentionBuilder(cfg, embed_dim, 1, len(tokens), max_positions=max_len)(0)
+    if std:
+        for p in attn.parameters():
+            torch.nn.init.normal_(p, std=std)
+    return attn.eval()
+
+
+def train(data, arch, save, *extra) -> subprocess.CompletedProcess:
+    """``scripts/train.sh`` on ``data`` with the tiny model; fails the test on error."""
+    return run(["bash", "scripts/train.sh", "--data", str(data), "--arch", arch,
+                "--save-dir", str(save), "--", *TINY, *extra])
+
+
+def checkpoint_params(path):
+    """The model state dict of a fairseq checkpoint."""
+    import torch
+
+    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def two_workers(out_dir, train_args, timeout=600):
+    """Run fairseq-train as two CPU workers (gloo, legacy_ddp) in this
+    machine's loopback; each rank saves its final parameters to
+    OUT_DIR/rank{r}.pt.  Returns both ranks' output; fails the test on error."""
+    port = _free_port()
+    procs = []
+    for rank in range(2):
+        cmd = [sys.executable, str(ROOT / "tests" / "helpers" / "dist_train.py"), str(out_dir / f"rank{rank}.pt"),
+               *train_args, "--distributed-world-size", "2", "--distributed-rank", str(rank),
+               "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-backend", "gloo",
+               "--ddp-backend", "legacy_ddp", "--distributed-no-spawn", "--device-id", "0"]
+        procs.append(subprocess.Popen(cmd, cwd=ROOT, env=ENV, stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=timeout)[0] for p in procs]
+    for p, out in zip(procs, outputs):
+        if p.returncode != 0:
+            pytest.fail(f"a worker failed ({p.returncode}):\n{out[-3000:]}")
+    return outputs

@@ -1,10 +1,6 @@
 """Criteria (registered with fairseq on import)."""
 
-from .sparsity_loss import (  # noqa: F401
-    LabelSmoothedCrossEntropyWithSparsity,
-    SparsityLoss,
-    SparsityLossConfig,
-    attention_modules,
-)
+from .label_smoothed import LabelSmoothedCrossEntropyWithSparsity
+from .sparsity import SparsityLoss, SparsityLossConfig
 
-__all__ = ["LabelSmoothedCrossEntropyWithSparsity", "SparsityLoss", "SparsityLossConfig", "attention_modules"]
+__all__ = ["LabelSmoothedCrossEntropyWithSparsity", "SparsityLoss", "SparsityLossConfig"]

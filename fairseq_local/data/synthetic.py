@@ -16,12 +16,13 @@ The lexicon depends only on the seed and the lexicon sizes, not on split sizes.
 
 Source grammar: SVO, adjectives before the noun, prepositions
 -------------------------------------------------------------
-    S    -> [NEG|Q] SUBJ [AUX] VERB [OBJ] [ADVP NP0] "."
+    S    -> [NEG|Q] SUBJ [AUX] VERB [OBJ] [ADVP NPA] "."
     SUBJ -> PRON | NP | NP "and" NP
     NP   -> DET ADJ* NOUN[-s] [MOD] | NP0 POSS ADJ* NOUN[-s] [MOD]
     MOD  -> REL [AUX] VERB [NP]        (relative clause, subject gap)
           | PREP NP                    (prepositional phrase)
-    NP0 is a plain "DET ADJ* NOUN" noun phrase; NP nests at most two levels.
+    NP0 is a plain "DET ADJ* NOUN" noun phrase; NPA (the adjunct's noun
+    phrase) is an NP without MOD; NP nests at most two levels.
     Prepositions come in two disjoint sets, PREP (inside noun phrases) and
     ADVP (sentence adjuncts), so PP attachment is never ambiguous. Source
     nouns take "-s" in the plural; a present-tense verb takes "-s" with a
@@ -29,7 +30,7 @@ Source grammar: SVO, adjectives before the noun, prepositions
 
 Target grammar: SOV (verb-final), pro-drop, adjectives after the noun
 ---------------------------------------------------------------------
-    S    -> [SUBJ] [NP0 ADVP] [OBJ OBJM] VERB-tense-agr[-neg|-q] "."
+    S    -> [SUBJ] [NPA ADVP] [OBJ OBJM] VERB-tense-agr[-neg|-q] "."
     NP   -> DET-agr NOUN[-ak] ADJ-agr* [MOD]   (adjectives in mirror order)
           | NOUN[-ak] ADJ-agr* NP0 GEN [MOD]   (possessed noun first)
     MOD  -> REL [NP OBJM] VERB-tense-agr       (verb-final, 3rd person)

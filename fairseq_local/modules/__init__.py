@@ -1,12 +1,17 @@
-"""Attention modules, masks and layouts."""
+"""Attention modules, masks, layouts and the options that build them."""
 
+from .attention import MASK_MODES, LocalMultiheadAttention, QKProjection
+from .build import AttentionBuilder, AttentionConfig, add_attention_args, attention_config, set_attention_defaults
+from .gates import HeadGates
 from .layout import HeadSpec, LayerSpec, LayoutError, check_layout, format_layout, parse_layout
-from .learned import AxisSelector, DamMask, HeadGates, TauSchedule  # registers dam-u, dam-s, aaa
-from .local_attention import MASK_MODES, LocalMultiheadAttention, QKProjection
+from .learned import AxisSelector, DamMask, TauSchedule  # registers dam-u, dam-s, aaa
 from .masks import HeadMask, MaskSpecError, parse_mask, register_mask_kind
+from .sparsity import AttentionRecord, SparsityTerms, recording, sparsity_terms
 
 __all__ = [
-    "AxisSelector", "DamMask", "HeadGates", "HeadMask", "HeadSpec", "TauSchedule", "LayerSpec", "LayoutError", "LocalMultiheadAttention",
-    "MASK_MODES", "MaskSpecError", "QKProjection", "check_layout", "format_layout",
-    "parse_layout", "parse_mask", "register_mask_kind",
+    "AttentionBuilder", "AttentionConfig", "AttentionRecord", "AxisSelector", "DamMask", "HeadGates",
+    "HeadMask", "HeadSpec", "LayerSpec", "LayoutError", "LocalMultiheadAttention", "MASK_MODES",
+    "MaskSpecError", "QKProjection", "SparsityTerms", "TauSchedule", "add_attention_args",
+    "attention_config", "check_layout", "format_layout", "parse_layout", "parse_mask", "recording",
+    "register_mask_kind", "set_attention_defaults", "sparsity_terms",
 ]

@@ -14,12 +14,12 @@ Grammar (whitespace is ignored)::
 * Learned kinds: ``dam-u``, ``dam-s`` (SparseBERT's Differentiable Attention
   Mask) and ``aaa`` (Adaptive Axis Attention); ``file`` is the head's mask
   exported to ``--mask-file`` (see :mod:`fairseq_local.modules.learned`).
-* ``:gate`` gives the head a hard-concrete gate (seed 003).
+* ``:gate`` gives the head a hard-concrete gate (Voita et al. 2019).
 * A head without a group has its own Wq/Wk.
 * ``@NAME`` ties Wq/Wk among the heads of *one layer* that carry the same name
-  (seed 000, §4.2/§5.3).  In a repeated layer each copy has its own group.
+  (Pande et al., §4.2/§5.3).  In a repeated layer each copy has its own group.
 * ``@@NAME`` ties Wq/Wk across *layers*: every head tagged ``@@NAME``, in any
-  layer, uses one shared parameter set (seed 000, §5.4).
+  layer, uses one shared parameter set (Pande et al., §5.4).
 * ``HEAD*N`` repeats a head N times (with the same group).
 
 Examples: ``[band-1,band-2,global*6]*6`` is config (b); ``[identity@a,band-2@a,

@@ -1,20 +1,26 @@
-"""Learned attention masks and head gates, the parts of
-:class:`~fairseq_local.modules.local_attention.LocalMultiheadAttention` that
-have parameters.
+"""Learned attention masks, the parts of
+:class:`~fairseq_local.modules.attention.LocalMultiheadAttention` whose
+pattern has parameters (head gates are in :mod:`fairseq_local.modules.gates`).
 
-* :class:`DamMask` — the Differentiable Attention Mask of SparseBERT (seed 001,
-  §3.1, §4.1, Algorithm 1, Eq. 3–5): parameters α per head, and in training
-  ``M = sigmoid((α + G1 − G2)/τ)`` with Gumbel noise G1, G2; in evaluation
-  ``M = 1[α > 0]``.  ``dam-u`` (unstructured) has one α per position pair,
-  α_ij = α_ji, up to a maximum length; ``dam-s`` (structured) has one α per
-  offset |i − j| (M is Toeplitz, the noise is shared along each diagonal) and
-  keeps the first and last tokens' rows and columns on.
-* :class:`AxisSelector` — Adaptive Axis Attention (seed 004, §4.2, Eq. 11–12):
-  a fully connected layer maps each token to a row and a column logit; a
-  Gumbel-sigmoid gives indicators I_r, I_c and ``B_ij = I_r,i + I_c,j −
-  I_r,i·I_c,j``, OR-ed with ``local-W`` (W = 2 by default) so no row is empty.
-* :class:`HeadGates` — hard-concrete gates with an L0 penalty (Louizos et al.
-  2018, as used by Voita et al. 2019, seed 003), one per gated head.
+* :class:`DamMask` — SparseBERT's Differentiable Attention Mask (Shi et al.
+  2021, §3.1, §4.1, Algorithm 1, Eq. 3–5): parameters α per head.  In
+  training, the Gumbel-sigmoid sample ``sigmoid((α + G1 − G2)/τ)`` with
+  either estimator: ``hard`` (default, as the authors' released code runs it:
+  the forward value is the 0/1 sample 1[α + G1 − G2 > 0], the backward pass
+  the soft sample's gradient, "straight-through") or ``soft`` (the paper's
+  literal Eq. 3: the soft sample itself).  In evaluation ``M = 1[α > 0]``,
+  deterministic (the authors' code samples in evaluation too).  ``dam-u``
+  (unstructured) has one α per position pair, α_ij = α_ji, up to a maximum
+  length; ``dam-s`` (structured) has one α per offset |i − j| (M is Toeplitz,
+  the noise is shared along each diagonal) and keeps the first and last
+  tokens' rows and columns on (the paper's §4.1; the authors' code omits it).
+* :class:`AxisSelector` — Adaptive Axis Attention (Wang et al. 2022, §4.2,
+  Eq. 11–12): a fully connected layer maps each token to a row and a column
+  logit; a Gumbel-sigmoid "retrieves a 0/1 indicator" I_r, I_c
+  (straight-through: 0/1 forward, the soft sample's gradient backward) and
+  ``B_ij = I_r,i + I_c,j − I_r,i·I_c,j``, OR-ed with ``local-W`` (W = 2 by
+  default) so no row is empty.  Training therefore sees exactly the kind of
+  0/1 pattern that evaluation (1[logit > 0]) uses.
 
 Noise is drawn from torch's global generator, which fairseq reseeds at every
 update (``seed + num_updates``), so a resumed run draws the same noise as an
@@ -23,14 +29,14 @@ update number, which fairseq hands to every module through
 ``set_num_updates``.
 """
 
-import math
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from torch import Tensor, nn
 
-from .masks import HeadMask, MaskSpecError, register_mask_kind, _ints, _no_params
+from .masks import HeadMask, MaskSpecError, register_mask_kind
+from .masks.registry import _ints, _no_params
 
 TAU_SCHEDULES = ("constant", "linear", "exponential")
 
@@ -66,17 +72,37 @@ class TauSchedule:
 
 
 def gumbel_noise_difference(shape, device=None, dtype=torch.float32) -> Tensor:
-    """G1 − G2 with G_k = −log(−log U_k), U_k ~ U(0, 1) (seed 001, §4.1)."""
+    """G1 − G2 with G_k = −log(−log U_k), U_k ~ U(0, 1) (SparseBERT §4.1)."""
     u = torch.rand((2,) + tuple(shape), device=device, dtype=dtype).clamp_(1e-10, 1 - 1e-7)
     g = -torch.log(-torch.log(u))
     return g[0] - g[1]
 
 
-def gumbel_sigmoid(logits: Tensor, tau: float, noise: Optional[Tensor] = None) -> Tensor:
-    """sigmoid((logits + noise)/τ); ``noise`` = G1 − G2, drawn if None."""
+class _StraightThrough(torch.autograd.Function):
+    """Forward: ``hard`` exactly; backward: the gradient goes to ``soft``."""
+
+    @staticmethod
+    def forward(ctx, soft: Tensor, hard: Tensor) -> Tensor:
+        return hard.clone()
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return grad, None
+
+
+def gumbel_sigmoid(
+    logits: Tensor, tau: float, noise: Optional[Tensor] = None, hard: bool = False
+) -> Tensor:
+    """sigmoid((logits + noise)/τ), ``noise`` = G1 − G2 (drawn if None).
+
+    With ``hard``, the straight-through sample: exactly 1[logits + noise > 0]
+    in the forward pass, the soft sample's gradient in the backward pass (the
+    ``hard=True`` of SparseBERT's released code, τ-independent forward)."""
     if noise is None:
         noise = gumbel_noise_difference(logits.shape, logits.device, logits.dtype)
-    return torch.sigmoid((logits + noise) / tau)
+    z = logits + noise
+    soft = torch.sigmoid(z / tau)
+    return _StraightThrough.apply(soft, (z > 0).to(soft.dtype)) if hard else soft
 
 
 # --------------------------------------------------------------------- specs
@@ -137,26 +163,42 @@ def _aaa(params) -> HeadMask:
 
 # ------------------------------------------------------------------- modules
 
+DAM_ESTIMATORS = ("hard", "soft")
+
 
 class DamMask(nn.Module):
-    """α of one DAM head (seed 001, Eq. 3–5), shared by the layers that use it.
+    """α of one DAM head (SparseBERT, Eq. 3–5), shared by the layers that use it.
 
     ``dam-u``: α is the upper triangle (i ≤ j) of a ``max_len``×``max_len``
     matrix, mirrored so that α_ij = α_ji.  ``dam-s``: α has one entry per
     offset |i − j| < ``max_len``, so M_ij = M_{i+k,j+k}; the first and last
     real tokens' rows and columns are always 1.
 
+    Args:
+        structured: ``dam-s`` (True) or ``dam-u``.
+        max_len: the longest sentence the mask covers.
+        init, init_std: α ~ N(init, init_std²) at the start (the authors'
+            code: 1e-3·randn, P ≈ 0.5).
+        estimator: ``hard`` (straight-through, the authors' code) or ``soft``.
+        noise: False trains with P = sigmoid(α), no Gumbel noise (the
+            importance analysis of SparseBERT §3.1).
+
     Call :meth:`resample` once per forward pass (the encoder does): every layer
     that shares this α then uses the same noise, as one mask M(α) per update.
     """
 
-    def __init__(self, structured: bool, max_len: int, init: float = 0.0) -> None:
+    def __init__(self, structured: bool, max_len: int, init: float = 0.0, init_std: float = 0.0,
+                 estimator: str = "hard", noise: bool = True) -> None:
         super().__init__()
+        if estimator not in DAM_ESTIMATORS:
+            raise ValueError(f"DAM estimator must be one of {DAM_ESTIMATORS}, not {estimator!r}")
         self.structured = structured
         self.max_len = max_len
+        self.estimator = estimator
+        self.use_noise = noise
         size = max_len if structured else max_len * (max_len + 1) // 2
-        self.alpha = nn.Parameter(torch.full((size,), float(init)))
-        self.noise: Optional[Tensor] = None
+        self.alpha = nn.Parameter(torch.randn(size) * init_std + init)
+        self.noise: Optional[Tensor] = None  # this update's G1 − G2, one per α
 
     def resample(self) -> None:
         """Draw new Gumbel noise G1 − G2 for every α (shared along diagonals
@@ -171,21 +213,40 @@ class DamMask(nn.Module):
         a, b = torch.minimum(i, j), torch.maximum(i, j)
         return a * self.max_len - a * (a - 1) // 2 + (b - a)
 
-    def values(self, idx: Tensor, tau: float, noise: bool = True) -> Tensor:
-        """M at α indices ``idx``: Gumbel-sigmoid in training (sigmoid(α) if
-        ``noise`` is False), 1[α > 0] in evaluation."""
+    def values(self, idx: Tensor, tau: float) -> Tensor:
+        """M at α indices ``idx``.  Training: the Gumbel-sigmoid sample of
+        this update (hard or soft, see the class), or P = sigmoid(α) without
+        noise (0/1 forward with P's gradient under ``hard``); evaluation:
+        1[α > 0]."""
         alpha = self.alpha[idx]
         if not self.training:
             return (alpha > 0).to(alpha.dtype)
-        if not noise:
-            return torch.sigmoid(alpha)
+        hard = self.estimator == "hard"
+        if not self.use_noise:
+            return gumbel_sigmoid(alpha, 1.0, torch.zeros_like(alpha), hard)
         if self.noise is None or self.noise.shape != self.alpha.shape:
             self.resample()
-        return gumbel_sigmoid(alpha, tau, self.noise[idx])
+        return gumbel_sigmoid(alpha, tau, self.noise[idx], hard)
+
+    def l1(self, tau: float) -> Tensor:
+        """‖M‖₁ of the whole ``max_len``×``max_len`` mask of this update: the
+        L1 term of SparseBERT Eq. 5 as the authors' code computes it
+        (``torch.norm(mask, p=1)`` over the full mask, not per sentence)."""
+        m = self.values(torch.arange(self.alpha.numel(), device=self.alpha.device), tau)
+        L = self.max_len
+        if not self.structured:  # each off-diagonal α stands for (i, j) and (j, i)
+            diag = self.index(torch.arange(L, device=m.device), torch.arange(L, device=m.device))
+            return 2 * m.sum() - m[diag].sum()
+        # dam-s: the ends (4L − 4 entries) are 1; offset k occurs 2(L − 2 − k)
+        # times inside them (L − 2 times for k = 0).
+        inner = max(L - 2, 0)
+        k = torch.arange(inner, device=m.device)
+        counts = torch.where(k == 0, inner, 2 * (inner - k)).to(m.dtype)
+        return (m[:inner] * counts).sum() + (L * L - inner * inner)
 
     def matrix(self, n: int, what: str = "hard") -> Tensor:
         """The (n, n) mask of a sentence of n tokens, detached: ``hard`` =
-        1[α > 0] (evaluation), ``prob`` = P = sigmoid(α) (seed 001, Eq. 3).
+        1[α > 0] (evaluation), ``prob`` = P = sigmoid(α) (SparseBERT, Eq. 3).
         For ``dam-s`` the first and last rows and columns are 1."""
         pos = torch.arange(n, device=self.alpha.device)
         i, j = pos[:, None], pos[None, :]
@@ -195,7 +256,7 @@ class DamMask(nn.Module):
             m = torch.where((i == 0) | (j == 0) | (i == n - 1) | (j == n - 1), torch.ones_like(m), m)
         return m
 
-    def gather(self, pos_q: Tensor, pos_k: Tensor, tau: float, noise: bool = True) -> Tensor:
+    def gather(self, pos_q: Tensor, pos_k: Tensor, tau: float) -> Tensor:
         """Each sentence's mask at its real positions.
 
         Args:
@@ -212,7 +273,7 @@ class DamMask(nn.Module):
             )
         i, j = pos_q.unsqueeze(-1), pos_k.unsqueeze(-2)
         real = (i >= 0) & (j >= 0)
-        out = self.values(self.index(i.clamp(min=0), j.clamp(min=0)), tau, noise)
+        out = self.values(self.index(i.clamp(min=0), j.clamp(min=0)), tau)
         if self.structured:
             ends = (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
             out = torch.where(ends, torch.ones_like(out), out)
@@ -220,7 +281,7 @@ class DamMask(nn.Module):
 
 
 class AxisSelector(nn.Module):
-    """The FC layer of Adaptive Axis Attention (seed 004, Eq. 11): token
+    """The FC layer of Adaptive Axis Attention (Eq. 11): token
     representation (d) -> a row logit and a column logit."""
 
     def __init__(self, embed_dim: int) -> None:
@@ -230,59 +291,20 @@ class AxisSelector(nn.Module):
         nn.init.zeros_(self.fc.bias)
 
     def indicators(self, x: Tensor, tau: float) -> Tensor:
-        """x (T, B, d) -> (2, B, T): I_r and I_c; Gumbel-sigmoid in training,
-        hard 1[logit > 0] in evaluation."""
+        """x (T, B, d) -> (2, B, T): I_r and I_c, exactly 0/1.  Training: the
+        straight-through Gumbel-sigmoid sample (Eq. 11); evaluation: 1[logit > 0]."""
         logits = self.fc(x).permute(2, 1, 0)  # (2, B, T)
         if not self.training:
             return (logits > 0).to(x.dtype)
-        return gumbel_sigmoid(logits, tau)
+        return gumbel_sigmoid(logits, tau, hard=True)
 
     @staticmethod
     def pattern(ind: Tensor, local: Tensor) -> Tensor:
-        """B (Eq. 12) OR ``local``, soft: 1 − (1 − B)(1 − L).
+        """B (Eq. 12) OR ``local``: 1 − (1 − B)(1 − L).
 
         Args:
             ind: (2, B, T) indicators.  local: bool (B, T, S) or (T, S).
-        Returns: (B, T, S) in [0, 1]."""
+        Returns: (B, T, S), 0/1 for 0/1 indicators."""
         r, c = ind[0].unsqueeze(-1), ind[1].unsqueeze(-2)
         axis = r + c - r * c
         return torch.where(local, torch.ones_like(axis), axis)
-
-
-class HeadGates(nn.Module):
-    """Hard-concrete gates z ∈ [0, 1], one per gated head (Louizos et al. 2018).
-
-    Training: s = sigmoid((log u − log(1 − u) + log α)/β), z = clamp(s(ζ − γ) + γ,
-    0, 1).  Evaluation: z = clamp(sigmoid(log α)(ζ − γ) + γ, 0, 1).
-    L0 penalty: Σ sigmoid(log α − β log(−γ/ζ)), the expected number of open gates.
-    """
-
-    def __init__(
-        self, num_gates: int, init: float = 3.0, beta: float = 2 / 3,
-        gamma: float = -0.1, zeta: float = 1.1,
-    ) -> None:
-        super().__init__()
-        if not (gamma < 0 and zeta > 1 and beta > 0):
-            raise ValueError(f"hard-concrete needs gamma < 0 < 1 < zeta and beta > 0 "
-                             f"(got beta {beta}, gamma {gamma}, zeta {zeta})")
-        self.log_alpha = nn.Parameter(torch.full((num_gates,), float(init)))
-        self.beta, self.gamma, self.zeta = beta, gamma, zeta
-
-    def forward(self) -> Tensor:
-        """(num_gates,) gate values: sampled in training, :meth:`eval_values` otherwise."""
-        if not self.training:
-            return self.eval_values()
-        u = torch.rand_like(self.log_alpha).clamp(1e-6, 1 - 1e-6)
-        s = torch.sigmoid((u.log() - (-u).log1p() + self.log_alpha) / self.beta)
-        return self._stretch(s)
-
-    def eval_values(self) -> Tensor:
-        """(num_gates,) deterministic gates clamp(sigmoid(log α)(ζ − γ) + γ, 0, 1)."""
-        return self._stretch(torch.sigmoid(self.log_alpha))
-
-    def _stretch(self, s: Tensor) -> Tensor:
-        return (s * (self.zeta - self.gamma) + self.gamma).clamp(0.0, 1.0)
-
-    def l0(self) -> Tensor:
-        """(num_gates,) probability that each gate is non-zero."""
-        return torch.sigmoid(self.log_alpha - self.beta * math.log(-self.gamma / self.zeta))

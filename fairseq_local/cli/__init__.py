@@ -1,0 +1,1 @@
+"""The ``fairseq-local`` command and its subcommands, one module each."""

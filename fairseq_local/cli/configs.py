@@ -1,0 +1,87 @@
+"""``fairseq-local configs``: the named architectures and their encoder
+attention weight counts, or config names resolved to archs.
+
+Without options, prints for each of the NMT configurations (a)–(l) of Pande
+et al. 2021 (§5.2–5.4, Fig. 4) and then each method arch (SparseBERT's DAM_u,
+DAM_s and fixed sparse baselines, Wang et al.'s Adaptive Axis Attention,
+Voita et al. 2019's head gates) its paper label, arch name, layout and the
+number of encoder self-attention weights (the ≥2-D tensors under
+``self_attn``: Wq, Wk, Wv, Wo, plus the FC layer of ``aaa`` heads; no biases;
+shared tensors counted once) at Transformer-base size (Pande et al.,
+Tables 2–3).
+
+``--resolve KEY ...`` prints ``NAME ARCH`` per key, where a key is a paper
+letter or an arch name (``transformer_`` may be left out) and NAME is the
+paper letter, or the arch name for the method archs: the run name that the
+scripts use (``scripts/train-wmt14.sh``, ``sweep-wmt14.sh``, ``demo.sh``).
+"""
+
+import sys
+from typing import List, Optional
+
+from .common import command_parser
+
+DETAILS = """\
+Without options, prints one row per named architecture: the configurations
+(a)-(l) of Pande et al. (§5.2-5.4, Fig. 4), then the method archs
+(SparseBERT's DAM_u, DAM_s and fixed sparse baselines; Wang et al.'s Adaptive
+Axis Attention; Voita et al. 2019's head gates), with paper name, arch, the
+number of encoder self-attention weights at Transformer-base size (Wq, Wk, Wv,
+Wo and AAA's FC layer; no biases; tied tensors once; Pande et al.,
+Tables 2-3) and the --attn-layout.
+
+--resolve prints "NAME ARCH" per key instead: NAME is the paper letter, or the
+arch name for method archs (the run name used by scripts/train-wmt14.sh)."""
+
+
+def build_parser():
+    parser = command_parser("configs", DETAILS)
+    parser.add_argument("--resolve", nargs="+", metavar="KEY",
+                        help="paper letters (a-l) or arch names, with or without 'transformer_': "
+                             "print 'NAME ARCH' for each")
+    return parser
+
+
+def resolve(keys: List[str]) -> List[str]:
+    """``NAME ARCH`` for each key; raises KeyError (with a one-line message)
+    for an unknown one, before anything is returned."""
+    from ..models.archs import get_config
+
+    lines = []
+    for key in keys:
+        cfg = get_config(key)
+        lines.append(f"{cfg.letter or cfg.arch} {cfg.arch}")
+    return lines
+
+
+def table() -> List[str]:
+    """The table's lines: config, paper name, arch, attention weights, layout."""
+    from ..models.archs import NAMED_ARCHS
+    from ..models.transformer import build_encoder, encoder_attention_weight_count
+    from ..modules.layout import format_layout, parse_layout
+
+    rows = [("config", "paper name", "arch", "attn weights", "layout")]
+    for cfg in NAMED_ARCHS:
+        count = encoder_attention_weight_count(build_encoder(cfg.arch))
+        layout = format_layout(parse_layout(cfg.layout))
+        rows.append((f"({cfg.letter})" if cfg.letter else "-", cfg.name, cfg.arch, f"{count:,}", layout))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.resolve:
+        try:
+            lines = resolve(args.resolve)
+        except KeyError as e:
+            print(f"error: {e.args[0]}", file=sys.stderr)
+            return 1
+    else:
+        lines = table()
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

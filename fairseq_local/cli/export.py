@@ -1,0 +1,282 @@
+"""``fairseq-local export``: the learned DAM masks of a checkpoint as fixed masks.
+
+For every ``dam-u``/``dam-s`` head of the checkpoint's encoder, writes the
+mask of a sentence of N tokens (``--n``, default: the mask's maximum length):
+
+* by default the evaluation-mode hard mask 1[α > 0] (SparseBERT §4.1);
+* with ``--prune PCT``, progressive pruning (SparseBERT §3.4): keep the
+  largest entries of P = sigmoid(α) and drop the smallest PCT % of the head's
+  N² entries.  Entries tied with the last kept value are kept too, so that a
+  ``dam-s`` mask stays Toeplitz; a ``dam-s`` mask also keeps its first and
+  last rows and columns on.  So a ``dam-s`` head cannot be pruned below its
+  4N − 4 end entries, and its realised pruned share can be lower than PCT;
+  the command prints the realised share;
+* with ``--prune PCT --prune-random SEED``, SparseBERT's random baseline
+  (§3.4: "a random baseline that randomly removes the same number of
+  entries"): for each exported head, as many entries as its P-pruned mask
+  removes (counted on that mask, ties included), chosen uniformly at random
+  by a ``torch.Generator`` seeded with SEED and the head's key, never from
+  the first and last rows and columns of a ``dam-s`` head.  Heads that share
+  α (one α per head for all layers, SparseBERT's setting) share their P-pruned
+  mask and so their random mask too, drawn with the key of the first of them.
+
+Entries at positions (``dam-u``) or offsets (``dam-s``) that no training
+sentence reached were never trained and keep their initial α (``--dam-init``):
+export at the lengths the model was trained on.  The file loads as the fixed
+mask kind ``file`` of a second training stage (SparseBERT §4.3,
+"two-stage"): pass ``--mask-file masks.pt`` and the layout that the command
+prints (the DAM heads become ``file`` heads; every other head and Q/K group is
+unchanged); P-pruned and random masks are used the same way.  ``--png`` draws
+one heatmap per exported head (layers as rows, heads as columns).
+"""
+
+import hashlib
+import sys
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import torch
+
+from ..checkpoint_compat import read_checkpoint
+from ..modules import DamMask
+from ..modules.layout import HeadSpec, LayerSpec, LayoutError, format_layout, parse_layout
+from ..modules.learned import DamSpec
+from ..modules.masks import MASK_FILE_FORMAT, FileMask
+from .common import command_parser
+
+DETAILS = """\
+Writes, for every dam-u/dam-s head of the checkpoint's encoder, the mask of a
+sentence of N tokens (--n, default: the masks' maximum length) to a mask file,
+and prints the options of the second training stage (SparseBERT §4.3,
+"two-stage"): --mask-file FILE and the layout with the DAM heads as 'file'
+heads.
+
+  default            the evaluation-mode hard mask 1[alpha > 0] (§4.1)
+  --prune PCT        progressive pruning (§3.4): keep the largest entries
+                     of P = sigmoid(alpha), drop the smallest PCT % per head
+  --prune-random S   with --prune: SparseBERT's random baseline (§3.4),
+                     removing exactly as many entries per head as the
+                     P-pruned mask does, uniformly at random (seed S and the
+                     head's key; reproducible)
+
+dam-s masks stay Toeplitz (entries tied with the threshold are kept) and keep
+their first and last rows and columns on, also under random pruning: a dam-s
+head cannot be pruned below its 4N - 4 end entries, so its realised pruned
+share can be lower than PCT (at most (N - 2)^2 / N^2). The realised share is
+printed. Positions or offsets that no training sentence reached keep their
+initial alpha: export at lengths the model was trained on."""
+
+
+def dam_masks(model_cfg: dict, state_dict: Dict[str, torch.Tensor]) -> Dict[Tuple[int, int], DamMask]:
+    """The checkpoint's DAM heads, {(layer, head): DamMask} (0-based), with
+    their trained α (``encoder.layers.{l}.self_attn.dam.{k}.alpha``, the k-th
+    DAM head of layer l); heads sharing α share one DamMask."""
+    layout = parse_layout(model_cfg.get("attn_layout") or "")
+    out: Dict[Tuple[int, int], DamMask] = {}
+    by_storage: Dict[int, DamMask] = {}
+    for l, layer in enumerate(layout):
+        dam_heads = [h for h, m in enumerate(layer.masks) if isinstance(m, DamSpec)]
+        for k, h in enumerate(dam_heads):
+            key = f"encoder.layers.{l}.self_attn.dam.{k}.alpha"
+            if key not in state_dict:
+                raise ValueError(f"checkpoint has no '{key}' for head {h + 1} of layer {l + 1}")
+            alpha = state_dict[key]
+            ptr = alpha.untyped_storage().data_ptr()
+            if ptr not in by_storage:
+                structured = layer.masks[h].structured
+                size = alpha.numel()
+                max_len = size if structured else int(((8 * size + 1) ** 0.5 - 1) / 2)
+                mask = DamMask(structured, max_len)
+                mask.alpha.data.copy_(alpha.float())
+                by_storage[ptr] = mask.eval()
+            out[(l, h)] = by_storage[ptr]
+    return out
+
+
+def end_entries(n: int) -> torch.Tensor:
+    """bool (n, n): the first and last rows and columns, which a ``dam-s``
+    mask always keeps on."""
+    pos = torch.arange(n)
+    i, j = pos[:, None], pos[None, :]
+    return (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
+
+
+def prune_by_p(mask: DamMask, n: int, pct: float) -> torch.Tensor:
+    """Progressive pruning (SparseBERT §3.4): bool (n, n), the largest
+    entries of P = sigmoid(α) with the smallest ``pct`` % of the n² entries
+    dropped; entries tied with the threshold are kept (a ``dam-s`` mask stays
+    Toeplitz), and a ``dam-s`` mask keeps its end rows and columns."""
+    p = mask.matrix(n, "prob")
+    keep = max(1, round(p.numel() * (1 - pct / 100)))
+    threshold = p.flatten().topk(keep).values[-1]
+    kept = p >= threshold
+    if mask.structured:
+        kept |= end_entries(n)
+    return kept
+
+
+def head_seed(seed: int, key: str) -> int:
+    """A 63-bit generator seed from the user's SEED and a head key ("L.H"):
+    the same for the same pair, different across heads and seeds."""
+    digest = hashlib.sha256(f"fairseq-local prune-random {seed} {key}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & (2**63 - 1)
+
+
+def prune_at_random(n: int, removed: int, structured: bool, seed: int, key: str) -> torch.Tensor:
+    """SparseBERT's random baseline (§3.4): bool (n, n) with exactly
+    ``removed`` entries off, chosen uniformly at random (a ``torch.Generator``
+    seeded by ``seed`` and ``key``), never in the end rows and columns of a
+    ``structured`` (dam-s) head."""
+    candidates = (~end_entries(n) if structured else torch.ones(n, n, dtype=torch.bool)).flatten().nonzero()
+    candidates = candidates.flatten()
+    if not 0 <= removed <= len(candidates):
+        raise ValueError(f"cannot remove {removed} of the {len(candidates)} removable entries of head {key}")
+    generator = torch.Generator().manual_seed(head_seed(seed, key))
+    drop = candidates[torch.randperm(len(candidates), generator=generator)[:removed]]
+    kept = torch.ones(n * n, dtype=torch.bool)
+    kept[drop] = False
+    return kept.view(n, n)
+
+
+def method_name(prune: Optional[float], prune_random: Optional[int]) -> str:
+    """``hard``, ``prune-PCT`` or ``prune-random-PCT-sSEED``."""
+    if prune is None:
+        return "hard"
+    if prune_random is None:
+        return f"prune-{prune:g}"
+    return f"prune-random-{prune:g}-s{prune_random}"
+
+
+def export(masks: Dict[Tuple[int, int], DamMask], n: Optional[int], prune: Optional[float],
+           prune_random: Optional[int] = None) -> Dict[str, dict]:
+    """{"L.H": {"matrix": bool (n, n), "ends": bool, "kind": str, "method": str}}.
+
+    ``prune``: None for the hard mask 1[α > 0], else the percentage of
+    progressive pruning; ``prune_random`` (needs ``prune``): the seed of the
+    random baseline that removes as many entries as the P-pruned mask of each
+    head.  Heads sharing one DamMask share one exported entry."""
+    if prune_random is not None and prune is None:
+        raise ValueError("--prune-random needs --prune PCT (it removes as many entries as --prune would)")
+    method = method_name(prune, prune_random)
+    out: Dict[str, dict] = {}
+    done: Dict[int, dict] = {}
+    for (l, h), mask in masks.items():
+        key = f"{l}.{h}"
+        if id(mask) not in done:
+            length = n or mask.max_len
+            if length > mask.max_len:
+                raise ValueError(f"--n {length} exceeds the DAM masks' maximum length {mask.max_len}")
+            if prune is None:
+                matrix = mask.matrix(length, "hard") > 0.5
+            else:
+                matrix = prune_by_p(mask, length, prune)
+                if prune_random is not None:
+                    removed = int((~matrix).sum())
+                    matrix = prune_at_random(length, removed, mask.structured, prune_random, key)
+            done[id(mask)] = {"matrix": matrix, "ends": mask.structured,
+                              "kind": "dam-s" if mask.structured else "dam-u", "method": method}
+        out[key] = done[id(mask)]
+    return out
+
+
+def pruned_shares(exported: Dict[str, dict]) -> Dict[str, float]:
+    """{kind: mean share of entries removed} over the exported heads of each kind."""
+    shares: Dict[str, List[float]] = {}
+    for entry in exported.values():
+        shares.setdefault(entry["kind"], []).append(1 - float(entry["matrix"].float().mean()))
+    return {kind: sum(v) / len(v) for kind, v in sorted(shares.items())}
+
+
+def stage2_layout(layout: Sequence[LayerSpec]) -> str:
+    """The layout with every DAM head replaced by its exported ``file`` mask."""
+    return format_layout(tuple(
+        LayerSpec(tuple(HeadSpec(FileMask(l, h), s.group, s.gated) if isinstance(s.mask, DamSpec) else s
+                        for h, s in enumerate(layer.heads)))
+        for l, layer in enumerate(layout)))
+
+
+def draw(masks: Dict[str, dict], path: str, title: str) -> None:
+    """One heatmap per exported head: layers as rows, heads as columns."""
+    import logging
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    keys = sorted(masks, key=lambda k: tuple(map(int, k.split("."))))
+    layers = sorted({int(k.split(".")[0]) for k in keys})
+    heads = sorted({int(k.split(".")[1]) for k in keys})
+    fig, axes = plt.subplots(len(layers), len(heads), squeeze=False,
+                             figsize=(1.6 * len(heads) + 0.5, 1.6 * len(layers) + 0.6))
+    for ax in axes.flat:
+        ax.axis("off")
+    for key in keys:
+        l, h = map(int, key.split("."))
+        m = masks[key]["matrix"]
+        ax = axes[layers.index(l)][heads.index(h)]
+        ax.imshow(m.float().numpy(), cmap="Greys", vmin=0, vmax=1, interpolation="nearest")
+        ax.set_title(f"L{l + 1} H{h + 1}  {100 * m.float().mean():.0f}%", fontsize=7)
+    fig.suptitle(f"{title}; black = allowed, % = share allowed", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def build_parser():
+    parser = command_parser("export", DETAILS)
+    parser.add_argument("checkpoint", help="a checkpoint with dam-u/dam-s heads")
+    parser.add_argument("--out", required=True, metavar="FILE", help="mask file to write (.pt)")
+    parser.add_argument("--png", metavar="FILE", help="also draw the masks into this PNG")
+    parser.add_argument("--prune", type=float, metavar="PCT",
+                        help="progressive pruning (SparseBERT §3.4): drop the smallest PCT %% "
+                             "of P = sigmoid(alpha) per head, 0 <= PCT < 100")
+    parser.add_argument("--prune-random", type=int, metavar="SEED",
+                        help="with --prune: SparseBERT's random baseline (§3.4), removing as many "
+                             "entries per head as --prune does, at random (seed SEED)")
+    parser.add_argument("--n", type=int, metavar="N",
+                        help="sentence length of the exported masks (default: the masks' maximum length)")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.prune is not None and not 0 <= args.prune < 100:
+        parser.error(f"--prune must be in [0, 100), not {args.prune:g}")
+    if args.prune_random is not None and args.prune is None:
+        parser.error("--prune-random needs --prune PCT (it removes as many entries as --prune would)")
+    if args.prune_random is not None and args.prune_random < 0:
+        parser.error(f"--prune-random must be a seed >= 0, not {args.prune_random}")
+    if args.n is not None and args.n < 1:
+        parser.error(f"--n must be >= 1, not {args.n}")
+    try:
+        model_cfg, state_dict = read_checkpoint(args.checkpoint)
+        masks = dam_masks(model_cfg, state_dict)
+        if not masks:
+            raise ValueError(f"'{args.checkpoint}' has no dam-u/dam-s heads "
+                             f"(layout {model_cfg.get('attn_layout')!r})")
+        exported = export(masks, args.n, args.prune, args.prune_random)
+    except (FileNotFoundError, ValueError, LayoutError) as e:
+        parser.error(str(e))
+    layout = stage2_layout(parse_layout(model_cfg["attn_layout"]))
+    method = method_name(args.prune, args.prune_random)
+    torch.save({"format": MASK_FILE_FORMAT, "masks": exported, "layout": layout,
+                "checkpoint": args.checkpoint, "method": method}, args.out)
+    if args.png:
+        draw(exported, args.png, f"{args.checkpoint} ({method})")
+    n = next(iter(exported.values()))["matrix"].shape[0]
+    density = sum(float(e["matrix"].float().mean()) for e in exported.values()) / len(exported)
+    print(f"wrote {len(exported)} masks ({method}, mean density {100 * density:.1f}% at n={n}) to {args.out}")
+    if args.prune is not None:
+        parts = []
+        for kind, share in pruned_shares(exported).items():
+            cap = f", at most {100 * max(n - 2, 0) ** 2 / n ** 2:.1f}% with its end rows/columns on" \
+                if kind == "dam-s" else ""
+            parts.append(f"{kind} {100 * share:.1f}%{cap}")
+        print(f"realised pruned share ({method}, requested {args.prune:g}%): " + "; ".join(parts))
+    print(f"stage-2 options: --mask-file {args.out} --attn-layout '{layout}'")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,62 @@
+"""``fairseq-local <command> [options]``: the plugin's command-line tools.
+
+Each command is a module of :mod:`fairseq_local.cli` with a ``main(argv)``,
+imported only when that command runs (so ``fairseq-local --help`` stays
+fast); ``python -m fairseq_local.cli.<command>`` runs the same parser.
+"""
+
+import difflib
+import importlib
+import sys
+from typing import List, Optional
+
+from .common import COMMANDS
+
+USAGE = "usage: fairseq-local <command> [options]"
+
+
+def help_text() -> str:
+    width = max(len("-h, --help"), *map(len, COMMANDS))
+    lines = [USAGE, "",
+             "Command-line tools of fairseq-local, a fairseq --user-dir plugin for Transformer",
+             "encoders with local, Q/K-tied and sparse attention heads (for training and",
+             "translation use fairseq-train/-generate with --user-dir fairseq_local).",
+             "", "commands:"]
+    lines += [f"  {name:<{width}}  {text}" for name, (_, text) in COMMANDS.items()]
+    lines += ["", "options:",
+              f"  {'-h, --help':<{width}}  show this help and exit",
+              f"  {'--version':<{width}}  print the plugin's version and exit",
+              "", "Run 'fairseq-local <command> --help' for a command's options."]
+    return "\n".join(lines) + "\n"
+
+
+def _fail(message: str) -> int:
+    sys.stderr.write(f"error: {message}\n")
+    return 2
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        return _fail("missing command: one of " + ", ".join(COMMANDS) + " (see fairseq-local --help)")
+    command, rest = argv[0], argv[1:]
+    if command in ("-h", "--help"):
+        sys.stdout.write(help_text())
+        return 0
+    if command == "--version":
+        from .. import __version__
+
+        print(f"fairseq-local {__version__}")
+        return 0
+    if command not in COMMANDS:
+        close = difflib.get_close_matches(command, COMMANDS, n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        kind = "option" if command.startswith("-") else "command"
+        return _fail(f"unknown {kind} '{command}' ({hint}commands: {', '.join(COMMANDS)}; see fairseq-local --help)")
+    module = importlib.import_module(f"{__package__}.{COMMANDS[command][0]}")
+    status = module.main(rest)
+    return status if isinstance(status, int) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

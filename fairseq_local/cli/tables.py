@@ -1,0 +1,108 @@
+"""``fairseq-local tables``: the WMT'14 runs as Pande et al., Tables 1–3.
+
+Reads the runs written by ``scripts/train-wmt14.sh`` and
+``scripts/evaluate-wmt14.sh`` under ``RUNS_ROOT/wmt14_en-de/<config>`` and
+``RUNS_ROOT/wmt14_en-ru/<config>``: one row per configuration, the twelve
+configurations (a)–(l) of Pande et al. (Fig. 4) first, in order, then any
+other run directory found (named by its arch).  Columns: the configuration's
+letter, paper name and arch, its encoder self-attention weight count (read
+from a checkpoint, as ``fairseq-local results`` does), detokenised sacreBLEU
+on newstest2014 for each pair and tokenised, compound-split BLEU for En-De
+(``test.bleu.json`` and ``test.tok-bleu.json``).  Cells a run has not
+produced yet are "-", so a partly finished sweep gives a partly filled table.
+"""
+import json
+import sys
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from ..models.archs import NMT_CONFIGS, get_config
+from .common import command_parser
+from .results import _checkpoint_info, write_table
+
+PAIRS = ("en-de", "en-ru")
+COLUMNS = ["config", "paper name", "arch", "attn weights",
+           "en-de BLEU", "en-de tok BLEU", "en-ru BLEU"]
+# column -> (pair, file in the run directory)
+BLEU_FILES = {
+    "en-de BLEU": ("en-de", "test.bleu.json"),
+    "en-de tok BLEU": ("en-de", "test.tok-bleu.json"),
+    "en-ru BLEU": ("en-ru", "test.bleu.json"),
+}
+
+
+def is_run(path: Path) -> bool:
+    """A directory written by train.sh (not, e.g., the sweep's Slurm scripts)."""
+    return path.is_dir() and any((path / f).exists() for f in ("command.sh", "train.log", "checkpoint_last.pt"))
+
+
+def run_names(runs_root: Path) -> List[str]:
+    """The paper letters a-l, then every other run name found for either pair, sorted."""
+    letters = [c.letter for c in NMT_CONFIGS]
+    found = set()
+    for pair in PAIRS:
+        root = runs_root / f"wmt14_{pair}"
+        if root.is_dir():
+            found.update(p.name for p in root.iterdir() if is_run(p))
+    return letters + sorted(found - set(letters))
+
+
+def _score(path: Path) -> Optional[str]:
+    if not path.is_file():
+        return None
+    return f"{json.loads(path.read_text())['score']:.2f}"
+
+
+def row(runs_root: Path, name: str) -> Dict[str, str]:
+    """The table row of configuration ``name`` (a letter or a run directory name)."""
+    out = {c: "-" for c in COLUMNS}
+    try:
+        cfg = get_config(name)
+        out.update({"config": f"({cfg.letter})" if cfg.letter else name, "paper name": cfg.name, "arch": cfg.arch})
+    except KeyError:
+        out["config"] = name
+    for pair in PAIRS:  # arch and weight count from the first run that has a checkpoint
+        run = runs_root / f"wmt14_{pair}" / name
+        info = _checkpoint_info(run) if run.is_dir() else {}
+        if info:
+            out.update(info)
+            break
+    for column, (pair, filename) in BLEU_FILES.items():
+        out[column] = _score(runs_root / f"wmt14_{pair}" / name / filename) or "-"
+    return out
+
+
+def collect(runs_root: Path) -> List[Dict[str, str]]:
+    """All rows, in table order."""
+    return [row(runs_root, name) for name in run_names(runs_root)]
+
+
+DETAILS = """\
+Reads the runs of scripts/train-wmt14.sh and scripts/evaluate-wmt14.sh under
+RUNS_ROOT/wmt14_en-de/<config> and RUNS_ROOT/wmt14_en-ru/<config>: one row per
+configuration, (a)-(l) of Pande et al. first, then any other run (named
+by its arch). Columns: letter, paper name, arch, encoder attention weights
+(from a checkpoint), detokenised sacreBLEU on newstest2014 for each pair
+(test.bleu.json) and tokenised, compound-split BLEU for En-De
+(test.tok-bleu.json). Cells a run has not produced yet are "-"."""
+
+
+def build_parser():
+    parser = command_parser("tables", DETAILS)
+    parser.add_argument("--runs-root", type=Path, default=Path("runs"), metavar="DIR",
+                        help="holds wmt14_en-de/ and wmt14_en-ru/ (default: runs)")
+    parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as Markdown")
+    parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table as CSV")
+    return parser
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not args.runs_root.is_dir():
+        parser.error(f"no runs directory '{args.runs_root}'")
+    write_table(collect(args.runs_root), COLUMNS, args.markdown, args.csv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

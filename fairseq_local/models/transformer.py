@@ -1,0 +1,199 @@
+"""Transformer NMT models whose encoder heads are local, Q/K-tied or sparse.
+
+Only the encoder self-attention differs from fairseq's ``transformer``: every
+layer's ``self_attn`` is a
+:class:`~fairseq_local.modules.attention.LocalMultiheadAttention` built by an
+:class:`~fairseq_local.modules.build.AttentionBuilder` from the attention
+options (:class:`~fairseq_local.modules.build.AttentionConfig`) and
+``--attn-layout``.  The decoder is fairseq's own.  The named architectures
+are layout data (:mod:`fairseq_local.models.archs`).
+"""
+
+import argparse
+import functools
+import logging
+from typing import List, Optional
+
+from fairseq.distributed import fsdp_wrap
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.transformer import (
+    TransformerConfig,
+    TransformerEncoderBase,
+    TransformerModel,
+    transformer_wmt_en_de,
+)
+from fairseq.modules.checkpoint_activations import checkpoint_wrapper
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+from torch import nn
+
+from ..modules.attention import LocalMultiheadAttention
+from ..modules.build import AttentionBuilder, add_attention_args, attention_config, set_attention_defaults
+from ..modules.sparsity import SparsityTerms, recording, sparsity_terms
+from .archs import NAMED_ARCHS
+
+logger = logging.getLogger(__name__)
+
+
+class LocalTransformerEncoderLayer(TransformerEncoderLayerBase):
+    """fairseq's encoder layer with an injected self-attention module."""
+
+    def __init__(self, cfg: TransformerConfig, build_self_attention, return_fc: bool = False) -> None:
+        # Set before nn.Module.__init__, as fairseq's TransformerEncoder does with
+        # self.args: the base __init__ calls build_self_attention().
+        self._build_attention = build_self_attention
+        super().__init__(cfg, return_fc=return_fc)
+
+    def build_self_attention(self, embed_dim: int, cfg: TransformerConfig) -> nn.Module:
+        return self._build_attention()
+
+
+class LocalTransformerEncoder(TransformerEncoderBase):
+    """TransformerEncoderBase whose layers use the attention layout of ``cfg``.
+
+    Q/K groups named ``@@name`` are one
+    :class:`~fairseq_local.modules.attention.QKProjection` shared by the
+    ``self_attn`` of every layer that uses them.  The output dict carries the
+    forward pass's attention records under ``"sparsity"``."""
+
+    def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, return_fc: bool = False):
+        # Plain attributes (set before nn.Module.__init__), used while the base
+        # class builds the layers.
+        self.attention_cfg = attention_config(cfg)
+        self._build_attention = AttentionBuilder(
+            self.attention_cfg, cfg.encoder.embed_dim, cfg.encoder.layers, cfg.encoder.attention_heads,
+            max_positions=cfg.max_source_positions, dropout=cfg.attention_dropout)
+        self._layers_built = 0
+        super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
+        self.layout = self._build_attention.layout
+        del self._build_attention
+
+    def build_self_attention(self, layer_idx: int, cfg: TransformerConfig) -> nn.Module:
+        """Build layer ``layer_idx``'s self-attention (extension hook)."""
+        return self._build_attention(layer_idx)
+
+    def build_encoder_layer(self, cfg: TransformerConfig) -> nn.Module:
+        layer_idx, self._layers_built = self._layers_built, self._layers_built + 1
+        layer = LocalTransformerEncoderLayer(
+            cfg, functools.partial(self.build_self_attention, layer_idx, cfg), return_fc=self.return_fc)
+        # As TransformerEncoderBase.build_encoder_layer.
+        checkpoint = cfg.checkpoint_activations
+        if checkpoint:
+            layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
+        min_params_to_wrap = cfg.min_params_to_wrap if not checkpoint else 0
+        return fsdp_wrap(layer, min_num_params=min_params_to_wrap)
+
+    def attention_modules(self) -> List[LocalMultiheadAttention]:
+        return [layer.self_attn for layer in self.layers]
+
+    LEARNED_KEYS = (".self_attn.dam.", ".self_attn.axis.", ".self_attn.gates.")
+
+    def upgrade_state_dict_named(self, state_dict, name):
+        """Load checkpoints across stages (``--restore-file``): learned-mask and
+        gate parameters that this model lacks are dropped (a DAM mask exported to
+        ``file`` heads, SparseBERT §4.3), and those it has but the checkpoint
+        lacks keep their initial values (gates or AAA fine-tuned from a trained
+        model, Voita et al. 2019 and Adaptive Axis Attention)."""
+        super().upgrade_state_dict_named(state_dict, name)
+        prefix = f"{name}." if name else ""
+        own = {prefix + k: v for k, v in self.state_dict().items()}
+
+        def learned(key: str) -> bool:
+            return key.startswith(prefix + "layers.") and any(p in key for p in self.LEARNED_KEYS)
+
+        dropped = [k for k in state_dict if learned(k) and k not in own]
+        added = [k for k in own if learned(k) and k not in state_dict]
+        for k in dropped:
+            del state_dict[k]
+        for k in added:
+            state_dict[k] = own[k]
+        if dropped or added:
+            logger.info(f"checkpoint: dropped {len(dropped)} and initialised {len(added)} "
+                        f"learned-mask/gate tensors that the two models do not share")
+
+    def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, token_embeddings=None):
+        if self.training:  # one noise sample per DAM mask and update, shared by its layers
+            for m in {id(d): d for a in self.attention_modules() for d in a.dam}.values():
+                m.resample()
+        with recording() as records:
+            out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
+        out["sparsity"] = records
+        return out
+
+    def sparsity_terms(self, records) -> SparsityTerms:
+        return sparsity_terms(self.attention_cfg, self.attention_modules(), records)
+
+
+@register_model("transformer_local")
+class LocalTransformerModel(TransformerModel):
+    """fairseq's Transformer with a per-head local/tied/sparse encoder self-attention."""
+
+    @classmethod
+    def add_args(cls, parser) -> None:
+        super().add_args(parser)
+        add_attention_args(parser)
+
+    @classmethod
+    def build_encoder(cls, cfg, src_dict, embed_tokens):
+        return LocalTransformerEncoder(TransformerConfig.from_namespace(cfg), src_dict, embed_tokens)
+
+    def forward(self, src_tokens, src_lengths, prev_output_tokens, return_all_hiddens: bool = True,
+                features_only: bool = False, alignment_layer: Optional[int] = None,
+                alignment_heads: Optional[int] = None):
+        """As fairseq's Transformer; the decoder's extra output also carries
+        the encoder's attention records (``"sparsity"``)."""
+        encoder_out = self.encoder(src_tokens, src_lengths=src_lengths, return_all_hiddens=return_all_hiddens)
+        x, extra = self.decoder(prev_output_tokens, encoder_out=encoder_out, features_only=features_only,
+                                alignment_layer=alignment_layer, alignment_heads=alignment_heads,
+                                src_lengths=src_lengths, return_all_hiddens=return_all_hiddens)
+        extra["sparsity"] = encoder_out["sparsity"]
+        return x, extra
+
+    def get_sparsity_terms(self, net_output) -> SparsityTerms:
+        """The encoder's sparsity terms for the forward pass that gave ``net_output``."""
+        return self.encoder.sparsity_terms(net_output[1].get("sparsity", []))
+
+
+def encoder_attention_weight_count(model: nn.Module) -> int:
+    """Unique ≥2-D parameters under ``encoder.layers[*].self_attn`` (shared once)."""
+    encoder = getattr(model, "encoder", model)
+    unique = {id(p): p.numel() for layer in encoder.layers for p in layer.self_attn.parameters() if p.dim() >= 2}
+    return sum(unique.values())
+
+
+@register_model_architecture("transformer_local", "transformer_local")
+def local_base_architecture(args, **attention_defaults) -> None:
+    """Transformer-base (as ``transformer_wmt_en_de``); layout default all global."""
+    transformer_wmt_en_de(args)
+    set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads, **attention_defaults)
+
+
+def _register_named_arch(arch: str, layout: str, defaults: dict) -> None:
+    @register_model_architecture("transformer_local", arch)
+    def arch_fn(args) -> None:
+        args.attn_layout = getattr(args, "attn_layout", None) or layout
+        local_base_architecture(args, **defaults)
+
+
+for _cfg in NAMED_ARCHS:
+    _register_named_arch(_cfg.arch, _cfg.layout, dict(_cfg.defaults))
+
+
+def build_encoder(arch: str, overrides: Optional[dict] = None, vocab_size: int = 64):
+    """Build the encoder of a registered arch (Transformer-base unless
+    overridden) over a dummy dictionary of ``vocab_size`` symbols."""
+    from fairseq.data import Dictionary
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+    from fairseq.models.transformer import TransformerConfig, TransformerModel
+
+    args = argparse.Namespace(**(overrides or {}))
+    ARCH_CONFIG_REGISTRY[arch](args)
+    cfg = TransformerConfig.from_namespace(args)
+    dictionary = Dictionary()
+    for i in range(vocab_size - len(dictionary)):
+        dictionary.add_symbol(f"w{i}")
+    embed = TransformerModel.build_embedding(args, dictionary, cfg.encoder.embed_dim)
+    return LocalTransformerModel.build_encoder(cfg, dictionary, embed)
+
+
+__all__ = ["LocalTransformerEncoder", "LocalTransformerEncoderLayer", "LocalTransformerModel",
+           "build_encoder", "encoder_attention_weight_count"]

@@ -1,0 +1,77 @@
+"""Per-head attention masks, kept as data.
+
+A head's mask is a small frozen object (its kind and parameters), not an n×n
+tensor: the dense matrix is materialised only on demand, so that windowed fast
+paths can read the parameters directly.
+
+Positions count *real* tokens from 0 (padding excluded).  For a query at
+position i and a key at position j, the offset is ``d = j − i``.  The local
+kinds of Pande et al. (Pande et al., §4.1) are:
+
+=============  =====================================  ==================
+kind           allowed keys for query i               allowed offsets d
+=============  =====================================  ==================
+``global``     every key (no mask)                    all
+``identity``   j = i                                  {0}
+``prev-k``     j = i − k (the token k positions back) {−k}
+``next-k``     j = i + k (the token k positions on)   {+k}
+``band-k``     |i − j| ≤ k                            [−k, k]
+=============  =====================================  ==================
+
+The paper's text states ``prev-k`` as ``j − i = k``, which contradicts the
+names; we use the meanings above (prev looks back, next looks ahead).
+
+The fixed sparse patterns of SparseBERT (SparseBERT, §3.3, §4.2, Table 3) and of
+Adaptive Axis Attention (Wang et al. 2022, §2.2, Eq. 5–8).  n is the sentence's real length; positions are
+0-based (Wang et al. count rows and columns from 1):
+
+==========================  ===================================================
+kind                        allowed (i, j)
+==========================  ===================================================
+``local-W``                 |i − j| ≤ W, W ≥ 0 (the local pattern of Adaptive Axis Attention)
+``global-G``                i < G or j < G (the first G rows and columns), G ≥ 1
+``axis-ROWS-COLS``          i ∈ ROWS or j ∈ COLS (Adaptive Axis Attention, Eq. 7); a set is
+                            '.'-separated integers ≥ 0 or '_' (empty)
+``diagonal-O1.O2...``       |i − j| ∈ {O1, O2, ...} (Adaptive Axis Attention, Eq. 6)
+``random-R[-sSEED]``        j among R distinct keys of row i, drawn uniformly
+                            from the n keys (every key if R ≥ n)
+``no-diag``                 i ≠ j (SparseBERT §3.3)
+``random-drop[-sSEED]``     all but n entries drawn uniformly among the n²
+                            (as many as ``no-diag`` removes; SparseBERT §3.3)
+``star``                    |i − j| ≤ 1 or i = 0 or j = 0
+``logsparse``               i = j or |i − j| = 2^k for some k ≥ 0
+``strided-L``               |i − j| ≤ L or (i − j) mod L = 0, L ≥ 1
+``fixed-L-C``               ⌊i/L⌋ = ⌊j/L⌋ or j mod L ≥ L − C, L ≥ 1, 0 ≤ C ≤ L
+``longformer-W-G[-sSEED]``  |i − j| ≤ W, or i or j in G distinct positions drawn
+                            uniformly from the n (SparseBERT §4.2: W=2, G=2)
+``bigbird-W-G-R[-sSEED]``   ``longformer-W-G-sSEED`` or ``random-R-sSEED``
+                            (SparseBERT §4.2: W=1, G=2, R=2)
+``A+B+...``                 the union of the parts (Adaptive Axis Attention, Eq. 8)
+==========================  ===================================================
+
+``global`` alone still means no mask.  ``local``, ``diagonal``, ``no-diag``,
+``logsparse`` and ``strided`` depend on j − i only (:attr:`HeadMask.relative`;
+``A+B+...`` is relative iff all its parts are, and global iff any part is); the
+others depend on the positions themselves (pad positions −1 are never
+allowed), and the random ones on n: their
+draws are fixed by (SEED, n) (SEED defaults to 0), never by the batch.  A
+``bigbird`` mask draws the same global positions as the ``longformer`` mask and
+the same keys as the ``random`` mask of its seed.
+
+New kinds are added with :func:`register_mask_kind`.
+"""
+
+from .base import GlobalMask, HeadMask, MaskSpecError, OffsetMask, RelativeMask, real_positions, stack_masks
+from .file import MASK_FILE_FORMAT, FileMask, load_mask_file
+from .patterns import (AxisMask, DiagonalMask, FixedMask, GlobalTokensMask, LogSparseMask, NoDiagMask,
+                       PositionMask, StarMask, StridedMask)
+from .registry import MASK_KINDS, OrMask, parse_mask, register_mask_kind
+from .seeded import BigBirdMask, LongformerMask, RandomDropMask, RandomMask, SeededMask
+
+__all__ = [
+    "AxisMask", "BigBirdMask", "DiagonalMask", "FileMask", "FixedMask", "GlobalMask", "GlobalTokensMask",
+    "HeadMask", "LogSparseMask", "LongformerMask", "MASK_FILE_FORMAT", "MASK_KINDS", "MaskSpecError",
+    "NoDiagMask", "OffsetMask", "OrMask", "PositionMask", "RandomDropMask", "RandomMask", "RelativeMask",
+    "SeededMask", "StarMask", "StridedMask", "load_mask_file", "parse_mask", "real_positions",
+    "register_mask_kind", "stack_masks",
+]

@@ -1,0 +1,135 @@
+"""Mask data types: the base class, ``global`` and the offset kinds of Pande
+et al. (2021, §4.1), and the helpers that turn masks into dense tensors.
+
+Positions count *real* tokens from 0 (padding excluded); for a query at
+position i and a key at position j the offset is ``d = j − i``.
+"""
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+import torch
+
+class MaskSpecError(ValueError):
+    """A mask token that cannot be parsed (unknown kind or bad parameter)."""
+
+
+@dataclass(frozen=True)
+class HeadMask:
+    """Base class of a head's mask.  Subclasses are frozen dataclasses."""
+
+    @property
+    def is_global(self) -> bool:
+        """True when the head sees every key (no mask at all)."""
+        return False
+
+    @property
+    def learned(self) -> bool:
+        """True for learned kinds (``dam-u``, ``dam-s``, ``aaa``): the pattern
+        comes from parameters of the attention layer, not from :meth:`dense`."""
+        return False
+
+    @property
+    def relative(self) -> bool:
+        """True when the mask depends on the offset j − i only.
+
+        Such a mask is the same for every sentence of a batch (fairseq pads
+        contiguously, so offsets between real tokens do not change with
+        padding) and is built once per (T, S)."""
+        return False
+
+    def dense(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> torch.Tensor:
+        """Dense boolean mask.
+
+        Args:
+            pos_q: (B, T) or (T,) long, real-token position of each query.
+            pos_k: (B, S) or (S,) long, real-token position of each key.
+        Returns:
+            bool tensor broadcastable to (B, T, S); True = may attend.
+        """
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class GlobalMask(HeadMask):
+    """No mask: the head attends to every real token."""
+
+    @property
+    def is_global(self) -> bool:
+        return True
+
+    @property
+    def relative(self) -> bool:
+        return True
+
+    def dense(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> torch.Tensor:
+        return torch.ones(
+            pos_q.shape + pos_k.shape[-1:], dtype=torch.bool, device=pos_q.device
+        )
+
+    def __str__(self) -> str:
+        return "global"
+
+
+@dataclass(frozen=True)
+class RelativeMask(HeadMask):
+    """A mask given by a rule on the offset ``d = j − i`` alone."""
+
+    @property
+    def relative(self) -> bool:
+        return True
+
+    def dense(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> torch.Tensor:
+        return self.allows(pos_k.unsqueeze(-2) - pos_q.unsqueeze(-1))  # d: (..., T, S)
+
+    def allows(self, d: torch.Tensor) -> torch.Tensor:
+        """Bool of d's shape: whether the offset d = j − i is allowed."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class OffsetMask(RelativeMask):
+    """Allows the offsets ``lo <= j − i <= hi`` (Pande et al., §4.1).
+
+    ``identity`` is (0, 0), ``prev-k`` is (−k, −k), ``next-k`` is (k, k),
+    ``band-k`` and ``local-k`` are (−k, k).  ``name`` is the kind it was
+    written as."""
+
+    name: str
+    lo: int
+    hi: int
+
+    def allows(self, d: torch.Tensor) -> torch.Tensor:
+        return (d >= self.lo) & (d <= self.hi)
+
+    def __str__(self) -> str:
+        if self.name == "identity":
+            return "identity"
+        k = self.hi if self.name != "prev" else -self.lo
+        return f"{self.name}-{k}"
+
+
+
+def real_positions(padding_mask: Optional[torch.Tensor], length: int) -> torch.Tensor:
+    """Real-token positions (B, T) from a (B, T) padding mask (True = pad).
+
+    Pad entries get −1.  Without a padding mask, returns ``arange(length)``."""
+    if padding_mask is None:
+        return torch.arange(length)
+    pos = (~padding_mask).long().cumsum(-1) - 1
+    return pos.masked_fill(padding_mask, -1)
+
+
+def stack_masks(
+    masks: Tuple[HeadMask, ...],
+    pos_q: torch.Tensor,
+    pos_k: torch.Tensor,
+) -> torch.Tensor:
+    """Stack per-head masks: returns bool (H, T, S) for 1-D positions, or
+    (B, H, T, S) for batched (B, T) positions."""
+    dense = [m.dense(pos_q, pos_k) for m in masks]
+    shape = torch.broadcast_shapes(*(d.shape for d in dense))
+    return torch.stack([d.expand(shape) for d in dense], dim=-3)

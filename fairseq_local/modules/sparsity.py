@@ -1,0 +1,162 @@
+"""Sparsity terms of the attention layers, pulled by a criterion after the
+forward pass (as fairseq's ``examples/adaptive_span`` pulls ``get_aux_loss``).
+
+An encoder's forward pass runs inside :func:`recording`: each
+:class:`~fairseq_local.modules.attention.LocalMultiheadAttention` appends an
+:class:`AttentionRecord` (its realised pattern) to the list of the open
+context, and the encoder returns that list with its output.  Nothing is kept
+on the modules between calls.  :func:`sparsity_terms` turns the records, and
+the parameters of the learned masks and gates, into:
+
+* the DAM L1 term (SparseBERT, Eq. 5), in the convention of ``--dam-l1``:
+  ``sum`` — Σ over distinct DAM masks of ‖M‖₁ of the whole
+  ``max_len``×``max_len`` mask of this update, as the authors' code computes
+  it, so that the paper's λ (1e-4 … 1e-1) applies as is; ``density`` — the
+  mean over sentences and DAM (layer, head) slots of ‖M‖₁/N² at the
+  sentence's N real tokens.  The same gradient per mask entry needs
+  λ_density ≈ λ_sum · (distinct DAM masks) · N².
+* ρ of the ``aaa`` heads (Adaptive Axis Attention, Eq. 9), the mean over
+  sentences, heads and layers of 1 − |B|/N², for the hinge of Eq. 10.
+* the gates' L0 term (Voita et al. 2019): Σ P(open) (``--gate-penalty sum``)
+  or the mean over gated layers of each layer's Σ P(open) (``layer-mean``).
+* logging sums and counts: ρ per layer and overall, the DAM density, τ,
+  open gates, and the share of active AAA rows and columns.
+"""
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .attention import LocalMultiheadAttention
+
+_RECORDS: ContextVar[Optional[list]] = ContextVar("fairseq_local_attention_records", default=None)
+
+
+@contextmanager
+def recording() -> Iterator[List["AttentionRecord"]]:
+    """Collect the :class:`AttentionRecord` of every attention forward pass
+    run inside the context, in order."""
+    records: List[AttentionRecord] = []
+    token = _RECORDS.set(records)
+    try:
+        yield records
+    finally:
+        _RECORDS.reset(token)
+
+
+def active_record_list() -> Optional[list]:
+    """The list of the innermost open :func:`recording`, or None."""
+    return _RECORDS.get()
+
+
+@dataclass
+class AttentionRecord:
+    """What one attention forward pass realised.
+
+    ``fixed``: None or bool (H, T, T) / (B, H, T, T); ``learned``: None or M
+    (B, len(module.learned_heads), T, T); ``indicators``: None or (2, B, T);
+    ``padding_mask``: None or (B, T) bool."""
+
+    module: "LocalMultiheadAttention"
+    fixed: Optional[Tensor]
+    learned: Optional[Tensor]
+    indicators: Optional[Tensor]
+    padding_mask: Optional[Tensor]
+    T: int
+    B: int
+
+    def real(self) -> Tensor:
+        """(B, T) bool, True at real tokens."""
+        if self.padding_mask is None:
+            device = self.module.group_index.device
+            return torch.ones(self.B, self.T, dtype=torch.bool, device=device)
+        return ~self.padding_mask
+
+    def kept(self) -> Tensor:
+        """(B, H): Σ over each sentence's real pairs of the head's pattern
+        (|M| of Eq. 9); differentiable in the learned heads' M."""
+        real = self.real()
+        pair = (real[:, :, None] & real[:, None, :]).float()  # (B, T, S)
+        m = self.module
+        if self.fixed is None:
+            kept = pair.sum((-1, -2))[:, None].expand(self.B, m.num_heads)
+        elif self.fixed.dim() == 3:
+            kept = torch.einsum("hts,bts->bh", self.fixed.float(), pair)
+        else:
+            kept = (self.fixed.float() * pair[:, None]).sum((-1, -2))
+        if self.learned is not None:
+            learned = (self.learned * pair[:, None]).sum((-1, -2))  # (B, L)
+            kept = kept.detach().index_copy(1, m.learned_index, learned)
+        return kept
+
+
+@dataclass
+class SparsityTerms:
+    """The penalties (differentiable, None where the model has no such head)
+    and the logging sums and counts of one forward pass."""
+
+    dam: Optional[Tensor] = None
+    aaa_rho: Optional[Tensor] = None
+    gate: Optional[Tensor] = None
+    num_updates: int = 0
+    log: Dict[str, float] = field(default_factory=dict)
+    modules: Sequence["LocalMultiheadAttention"] = ()
+    records: Sequence[AttentionRecord] = ()
+
+
+def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
+                   records: Sequence[AttentionRecord]) -> SparsityTerms:
+    """The sparsity terms of ``modules`` (the model's attention layers, in
+    order) after the forward pass that produced ``records``.
+
+    ``cfg`` is the model's :class:`~fairseq_local.modules.build.AttentionConfig`
+    (``dam_l1`` and ``gate_penalty`` pick the conventions)."""
+    terms = SparsityTerms(modules=modules, records=records)
+    if not modules:
+        return terms
+    log = terms.log
+    terms.num_updates = modules[0].num_updates
+    dam_density, dam_count, aaa_rho, aaa_count = 0.0, 0, 0.0, 0
+    for layer, rec in enumerate(records, start=1):
+        m = rec.module
+        real = rec.real()
+        n2 = real.sum(-1).float().pow(2)  # (B,)
+        rho = 1.0 - rec.kept() / n2[:, None]  # (B, H), Eq. 9
+        log[f"rho_l{layer}_sum"] = float(rho.detach().sum())
+        log[f"rho_l{layer}_count"] = float(rho.numel())
+        if m.dam_heads:
+            dam_density = dam_density + (1.0 - rho[:, list(m.dam_heads)]).sum()
+            dam_count += rec.B * len(m.dam_heads)
+        if m.aaa_heads:
+            aaa_rho = aaa_rho + rho[:, list(m.aaa_heads)].sum()
+            aaa_count += rec.B * len(m.aaa_heads)
+            on = (rec.indicators > 0.5) & real.unsqueeze(0)  # (2, B, T)
+            rows, cols = on.sum((1, 2)).float().unbind(0)
+            for key, value in (("aaa_rows", rows), ("aaa_cols", cols), ("aaa_tokens", real.sum())):
+                log[key] = log.get(key, 0.0) + float(value)
+    log["rho_sum"] = sum(v for k, v in log.items() if k.startswith("rho_l") and k.endswith("_sum"))
+    log["rho_count"] = sum(v for k, v in log.items() if k.startswith("rho_l") and k.endswith("_count"))
+    if dam_count:
+        log["dam_density_sum"], log["dam_count"] = float(dam_density), float(dam_count)
+        if cfg.dam_l1 == "density":
+            terms.dam = dam_density / dam_count
+        else:  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len x max_len
+            masks = {id(d): (d, m.tau) for m in modules for d in m.dam}
+            terms.dam = sum(d.l1(tau) for d, tau in masks.values())
+    if aaa_count:
+        terms.aaa_rho = aaa_rho / aaa_count
+        log["aaa_rho_sum"], log["aaa_count"] = float(aaa_rho), float(aaa_count)
+    gated = [m.gates for m in modules if m.gates is not None]
+    if gated:
+        per_layer = [g.l0().sum() for g in gated]
+        terms.gate = sum(per_layer) / (len(per_layer) if cfg.gate_penalty == "layer-mean" else 1)
+        log["gate_open"] = float(sum((g.eval_values() > 0).sum() for g in gated))
+        log["gate_count"] = float(sum(g.log_alpha.numel() for g in gated))
+    if any(m.learned_heads for m in modules):
+        log["tau_sum"], log["tau_count"] = float(modules[0].tau), 1.0
+    return terms
