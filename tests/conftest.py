@@ -66,7 +66,8 @@ def make_attention(tokens, groups=None, mode="post", embed_dim=16, seed=0, std=0
     N(0, std²), so that biases are tested too.  Returned in eval mode."""
     import torch
 
-    from fairseq_local.modules.build import AttentionBuilder, AttentionConfig
+    from fairseq_local.modules.build import AttentionBuilder
+    from fairseq_local.modules.options import AttentionConfig
 
     groups = list(range(len(tokens))) if groups is None else groups
     layer = ",".join(f"{t}@g{g}" for t, g in zip(tokens, groups))

@@ -27,7 +27,8 @@ from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import nn
 
 from ..modules.attention import LocalMultiheadAttention
-from ..modules.build import AttentionBuilder, add_attention_args, attention_config, set_attention_defaults
+from ..modules.build import AttentionBuilder
+from ..modules.options import add_attention_args, attention_config, resolved, set_attention_defaults
 from ..modules.sparsity import SparsityTerms, recording, sparsity_terms
 from .archs import NAMED_ARCHS
 
@@ -58,7 +59,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, return_fc: bool = False):
         # Plain attributes (set before nn.Module.__init__), used while the base
         # class builds the layers.
-        self.attention_cfg = attention_config(cfg)
+        self.attention_cfg = resolved(attention_config(cfg))
         self._build_attention = AttentionBuilder(
             self.attention_cfg, cfg.encoder.embed_dim, cfg.encoder.layers, cfg.encoder.attention_heads,
             max_positions=cfg.max_source_positions, dropout=cfg.attention_dropout)

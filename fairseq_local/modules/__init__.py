@@ -1,7 +1,9 @@
 """Attention modules, masks, layouts and the options that build them."""
 
-from .attention import MASK_MODES, LocalMultiheadAttention, QKProjection
-from .build import AttentionBuilder, AttentionConfig, add_attention_args, attention_config, set_attention_defaults
+from .attention import LocalMultiheadAttention, QKProjection
+from .options import MASK_MODES
+from .build import AttentionBuilder
+from .options import AttentionConfig, add_attention_args, attention_config, set_attention_defaults
 from .gates import HeadGates
 from .layout import HeadSpec, LayerSpec, LayoutError, check_layout, format_layout, parse_layout
 from .learned import AxisSelector, DamMask, TauSchedule  # registers dam-u, dam-s, aaa

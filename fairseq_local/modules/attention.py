@@ -46,9 +46,9 @@ from .gates import HeadGates
 from .layout import LayerSpec
 from .learned import AxisAdaptiveSpec, AxisSelector, DamMask, DamSpec, TauSchedule
 from .masks import GlobalMask, HeadMask, OffsetMask, real_positions, stack_masks
+from .options import MASK_MODES, AttentionConfig, resolved, tau_schedule
 from .sparsity import AttentionRecord, active_record_list
 
-MASK_MODES = ("post", "pre")
 
 
 class QKProjection(nn.Module):
@@ -77,8 +77,8 @@ class LocalMultiheadAttention(nn.Module):
     """Encoder self-attention with a mask and a Q/K group per head.
 
     Args:
-        cfg: the attention options
-            (:class:`~fairseq_local.modules.build.AttentionConfig`, resolved).
+        cfg: the attention options (:class:`AttentionConfig`; unset ones
+            take their defaults).
         embed_dim: model dimension d (= H · d_h).
         layer: the layer's heads: mask, Q/K group and gate of each
             (:class:`~fairseq_local.modules.layout.LayerSpec`).
@@ -89,16 +89,15 @@ class LocalMultiheadAttention(nn.Module):
         dropout: attention-probability dropout.
     """
 
-    def __init__(self, cfg, embed_dim: int, layer: LayerSpec, qk: Sequence[QKProjection],
+    def __init__(self, cfg: AttentionConfig, embed_dim: int, layer: LayerSpec, qk: Sequence[QKProjection],
                  dam: Sequence[DamMask] = (), dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        from .build import DEFAULTS, tau_schedule  # (build imports this module)
-
+        cfg = resolved(cfg)
         masks = layer.masks
         num_heads = len(masks)
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim {embed_dim} is not divisible by {num_heads} heads")
-        mode = str(cfg.mask_mode or DEFAULTS["mask_mode"])
+        mode = str(cfg.mask_mode)
         if mode not in MASK_MODES:
             raise ValueError(f"mask_mode must be one of {MASK_MODES}, not {mode!r}")
         if len(qk) != len(layer.groups):
@@ -121,7 +120,7 @@ class LocalMultiheadAttention(nn.Module):
         self.learned_heads = self.dam_heads + self.aaa_heads
         self.pre_learned = tuple(h for h in self.learned_heads if mode == "pre" or h in self.aaa_heads)
         self.post_learned = tuple(h for h in self.learned_heads if h not in self.pre_learned)
-        self.mask_neg = float(DEFAULTS["mask_neg"] if cfg.mask_neg is None else cfg.mask_neg)
+        self.mask_neg = float(cfg.mask_neg)
         self.tau_schedule: TauSchedule = tau_schedule(cfg)
         self.tau = self.tau_schedule(0)
         self.num_updates = 0
@@ -131,9 +130,8 @@ class LocalMultiheadAttention(nn.Module):
         self.axis = AxisSelector(embed_dim) if self.aaa_heads else None
         self.gates = None
         if self.gated_heads:
-            self.gates = HeadGates(len(self.gated_heads), init=cfg.gate_init if cfg.gate_init is not None else 3.0,
-                                   beta=cfg.gate_beta or 2 / 3, gamma=cfg.gate_gamma or -0.1,
-                                   zeta=cfg.gate_zeta or 1.1, num_heads=num_heads)
+            self.gates = HeadGates(len(self.gated_heads), init=cfg.gate_init, beta=cfg.gate_beta,
+                                   gamma=cfg.gate_gamma, zeta=cfg.gate_zeta, num_heads=num_heads)
         self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)

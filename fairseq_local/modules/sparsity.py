@@ -114,7 +114,7 @@ def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
     """The sparsity terms of ``modules`` (the model's attention layers, in
     order) after the forward pass that produced ``records``.
 
-    ``cfg`` is the model's :class:`~fairseq_local.modules.build.AttentionConfig`
+    ``cfg`` is the model's :class:`~fairseq_local.modules.options.AttentionConfig`
     (``dam_l1`` and ``gate_penalty`` pick the conventions)."""
     terms = SparsityTerms(modules=modules, records=records)
     if not modules:

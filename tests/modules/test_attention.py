@@ -7,7 +7,7 @@ import torch
 
 from conftest import make_attention, padding_mask
 from fairseq_local.modules.attention import LocalMultiheadAttention, QKProjection
-from fairseq_local.modules.build import AttentionConfig
+from fairseq_local.modules.options import AttentionConfig
 from fairseq_local.modules.layout import parse_layout
 from fairseq_local.modules.masks import parse_mask
 

@@ -7,7 +7,7 @@ import torch
 import fairseq_local  # noqa: F401
 from conftest import make_attention, padding_mask
 from fairseq_local.models import build_encoder
-from fairseq_local.modules.build import AttentionConfig
+from fairseq_local.modules.options import AttentionConfig
 from fairseq_local.modules.sparsity import active_record_list, recording, sparsity_terms
 
 D = 16
