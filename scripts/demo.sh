@@ -9,7 +9,7 @@
 #                          Fig. 4) or any named arch, with or without
 #                          "transformer_" (e.g. CONFIGS="dam_s aaa head_gates
 #                          sparse_bigbird"; see "fairseq-local configs")
-#        MAX_UPDATE=800    training updates per configuration
+#        MAX_UPDATE=1600   training updates per configuration
 #        RUNS=runs/demo    where runs (checkpoints, logs, TensorBoard) go
 #        DATA=data-bin/synthetic
 set -euo pipefail

@@ -118,6 +118,23 @@ def write_table(rows: List[Dict[str, str]], columns: List[str], markdown_path: O
             writer.writerows(rows)
 
 
+def claim(rows: List[Dict[str, str]]) -> Optional[str]:
+    """The paper's claim against these runs: Pande et al. (Tables 1–3) find
+    that local configurations match the all-global baseline (a).  None unless
+    (a) and at least one local configuration (b)–(l) have a test BLEU."""
+    bleu = {r["config"].split(")")[0].lstrip("("): r["test BLEU"] for r in rows if r["config"].startswith("(")}
+    bleu = {k: float(v) for k, v in bleu.items() if v != "-"}
+    local = {k: v for k, v in bleu.items() if k != "a"}
+    if "a" not in bleu or not local:
+        return None
+    best = max(local, key=local.get)
+    gap = local[best] - bleu["a"]
+    verdict = "matches" if abs(gap) <= 5 else ("trails" if gap > 0 else "beats")
+    return (f"Paper (Pande et al., Tables 1-3): local configurations match the baseline. "
+            f"Here: (a) {bleu['a']:.2f} BLEU, best local ({best}) {local[best]:.2f}; "
+            f"the baseline {verdict} it ({gap:+.2f} BLEU; 'matches' means within 5).")
+
+
 DETAILS = """\
 Each sub-directory of RUNS_DIR is one run of scripts/train.sh and
 scripts/generate.sh; one named by a paper letter (a-l) is shown with its name
@@ -126,7 +143,10 @@ in Pande et al. Columns: config, arch and encoder attention weights
 training words/s (train.log), the realised sparsity rho of the last validation
 (Wang et al. (Adaptive Axis Attention) Eq. 9; with the share of open head
 gates, Voita et al. 2019) for runs trained with the sparsity criterion, and
-test BLEU (test.bleu.json). Cells a run has not produced yet are "-"."""
+test BLEU (test.bleu.json). Cells a run has not produced yet are "-". With
+the baseline (a) and a local configuration among the runs, a closing line
+compares them with the paper's finding that local configurations match the
+baseline."""
 
 
 def build_parser():
@@ -143,7 +163,14 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     if not args.runs_dir.is_dir():
         parser.error(f"no runs directory '{args.runs_dir}'")
-    write_table(collect(args.runs_dir, args.runs), COLUMNS, args.markdown, args.csv)
+    rows = collect(args.runs_dir, args.runs)
+    write_table(rows, COLUMNS, args.markdown, args.csv)
+    line = claim(rows)
+    if line:
+        print(f"\n{line}")
+        if args.markdown:
+            with args.markdown.open("a") as f:
+                f.write(f"\n{line}\n")
 
 
 if __name__ == "__main__":
