@@ -138,6 +138,9 @@ class LocalMultiheadAttention(nn.Module):
         for name, index in [("group_index", self.head_to_group), ("learned_index", self.learned_heads),
                             ("gate_index", self.gated_heads)]:
             self.register_buffer(name, torch.tensor(index, dtype=torch.long), persistent=False)
+        pre = torch.zeros(num_heads, dtype=torch.bool)
+        pre[list(self.pre_learned)] = True
+        self.register_buffer("pre_softmax", pre.view(1, -1, 1, 1), persistent=False)  # heads with C·(1 − M)
         # fairseq's MultiheadAttention initialisation (Wv gain 1/sqrt(2), Wo gain 1).
         nn.init.xavier_uniform_(self.v_proj.weight, gain=1 / math.sqrt(2))
         nn.init.xavier_uniform_(self.out_proj.weight)
@@ -290,9 +293,7 @@ class LocalMultiheadAttention(nn.Module):
             B, _, T, S = scores.shape
             m = torch.ones(B, self.num_heads, T, S, dtype=scores.dtype, device=scores.device)
             m = m.index_copy(1, self.learned_index, learned)  # 1 for the other heads
-            pre = torch.zeros(self.num_heads, dtype=torch.bool, device=scores.device)
-            pre[list(self.pre_learned)] = True
-            pre = pre.view(1, -1, 1, 1)
+            pre = self.pre_softmax
             # Before the softmax: C·(1 − M), and M = 0 excluded (SparseBERT's code; AAA Eq. 5).
             scores = scores + torch.where(pre, self.mask_neg * (1.0 - m), torch.zeros_like(m))
             allowed = (m > 0) | ~pre if allowed is None else allowed & ((m > 0) | ~pre)

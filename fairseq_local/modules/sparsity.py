@@ -77,10 +77,10 @@ class AttentionRecord:
             return torch.ones(self.B, self.T, dtype=torch.bool, device=device)
         return ~self.padding_mask
 
-    def kept(self) -> Tensor:
+    def kept(self, real: Tensor) -> Tensor:
         """(B, H): Σ over each sentence's real pairs of the head's pattern
-        (|M| of Eq. 9); differentiable in the learned heads' M."""
-        real = self.real()
+        (|M| of Eq. 9); differentiable in the learned heads' M.  ``real`` is
+        :meth:`real`."""
         pair = (real[:, :, None] & real[:, None, :]).float()  # (B, T, S)
         m = self.module
         if self.fixed is None:
@@ -122,13 +122,16 @@ def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
     log = terms.log
     terms.num_updates = modules[0].num_updates
     dam_density, dam_count, aaa_rho, aaa_count = 0.0, 0, 0.0, 0
+    log["rho_sum"], log["rho_count"] = 0.0, 0.0
     for layer, rec in enumerate(records, start=1):
         m = rec.module
         real = rec.real()
         n2 = real.sum(-1).float().pow(2)  # (B,)
-        rho = 1.0 - rec.kept() / n2[:, None]  # (B, H), Eq. 9
+        rho = 1.0 - rec.kept(real) / n2[:, None]  # (B, H), Eq. 9
         log[f"rho_l{layer}_sum"] = float(rho.detach().sum())
         log[f"rho_l{layer}_count"] = float(rho.numel())
+        log["rho_sum"] += log[f"rho_l{layer}_sum"]
+        log["rho_count"] += log[f"rho_l{layer}_count"]
         if m.dam_heads:
             dam_density = dam_density + (1.0 - rho[:, list(m.dam_heads)]).sum()
             dam_count += rec.B * len(m.dam_heads)
@@ -139,8 +142,6 @@ def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
             rows, cols = on.sum((1, 2)).float().unbind(0)
             for key, value in (("aaa_rows", rows), ("aaa_cols", cols), ("aaa_tokens", real.sum())):
                 log[key] = log.get(key, 0.0) + float(value)
-    log["rho_sum"] = sum(v for k, v in log.items() if k.startswith("rho_l") and k.endswith("_sum"))
-    log["rho_count"] = sum(v for k, v in log.items() if k.startswith("rho_l") and k.endswith("_count"))
     if dam_count:
         log["dam_density_sum"], log["dam_count"] = float(dam_density), float(dam_count)
         if cfg.dam_l1 == "density":
