@@ -61,3 +61,13 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]
         model_cfg = dict(vars(model_cfg)) if hasattr(model_cfg, "__dict__") and not hasattr(model_cfg, "keys") \
             else {k: model_cfg[k] for k in model_cfg.keys()}
     return model_cfg or {}, state["model"]
+
+
+def encoder_layers_prefix(state_dict: Dict[str, Any]) -> str:
+    """Where a state dict keeps the encoder layers: ``encoder.layers.`` (the
+    NMT models) or ``encoder.sentence_encoder.layers.`` (RoBERTa).  Raises
+    ValueError if it has neither."""
+    for prefix in ("encoder.sentence_encoder.layers.", "encoder.layers."):
+        if any(key.startswith(prefix) for key in state_dict):
+            return prefix
+    raise ValueError("the checkpoint has no encoder layers (encoder.layers.* or encoder.sentence_encoder.layers.*)")

@@ -15,6 +15,8 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "results": ("results", "Collect training runs into a table (loss, sparsity, BLEU, words/s)"),
     "tables": ("tables", "Collect the WMT'14 runs into Pande et al., Tables 1-3"),
     "average": ("average", "Average the parameters of a run's last N checkpoints"),
+    "convert-roberta": ("convert_roberta", "Turn a stock fairseq RoBERTa checkpoint into a local/tied/sparse arch"),
+    "glue": ("glue", "GLUE metrics of a fine-tuned model and test-set submission files"),
 }
 
 

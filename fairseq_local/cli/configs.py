@@ -8,7 +8,8 @@ Voita et al. 2019's head gates) its paper label, arch name, layout and the
 number of encoder self-attention weights (the ≥2-D tensors under
 ``self_attn``: Wq, Wk, Wv, Wo, plus the FC layer of ``aaa`` heads; no biases;
 shared tensors counted once) at Transformer-base size (Pande et al.,
-Tables 2–3).
+Tables 2–3); then the same for the RoBERTa archs at BERT-base size (Pande et
+al. §5.5, Table 4, and the method archs).
 
 ``--resolve KEY ...`` prints ``NAME ARCH`` per key, where a key is a paper
 letter or an arch name (``transformer_`` may be left out) and NAME is the
@@ -28,7 +29,8 @@ Without options, prints one row per named architecture: the configurations
 Axis Attention; Voita et al. 2019's head gates), with paper name, arch, the
 number of encoder self-attention weights at Transformer-base size (Wq, Wk, Wv,
 Wo and AAA's FC layer; no biases; tied tensors once; Pande et al.,
-Tables 2-3) and the --attn-layout.
+Tables 2-3) and the --attn-layout; then the RoBERTa archs (Pande et al.
+Table 4 and the method archs) at BERT-base size.
 
 --resolve prints "NAME ARCH" per key instead: NAME is the paper letter, or the
 arch name for method archs (the run name used by scripts/train-wmt14.sh)."""
@@ -54,17 +56,33 @@ def resolve(keys: List[str]) -> List[str]:
     return lines
 
 
+def attention_weight_count(layout: str, defaults: tuple, embed_dim: int, layers: int, heads: int,
+                           max_positions: int) -> int:
+    """Unique ≥2-D parameters of the encoder self-attention modules that
+    ``layout`` gives at these dimensions (built alone, without the rest of
+    the model)."""
+    from ..modules.build import AttentionBuilder
+    from ..modules.options import AttentionConfig
+
+    builder = AttentionBuilder(AttentionConfig(attn_layout=layout or None, **dict(defaults)), embed_dim, layers,
+                               heads, max_positions=max_positions)
+    modules = [builder(layer) for layer in range(layers)]  # kept alive: ids of shared tensors stay unique
+    unique = {id(p): p.numel() for m in modules for p in m.parameters() if p.dim() >= 2}
+    return sum(unique.values())
+
+
 def table() -> List[str]:
-    """The table's lines: config, paper name, arch, attention weights, layout."""
-    from ..models.archs import NAMED_ARCHS
-    from ..models.transformer import build_encoder, encoder_attention_weight_count
+    """The table's lines: config, paper name, arch, attention weights, layout;
+    the NMT archs at Transformer-base size, the RoBERTa archs at BERT-base size."""
+    from ..models.archs import NAMED_ARCHS, ROBERTA_METHOD_CONFIGS, TABLE4_CONFIGS
     from ..modules.layout import format_layout, parse_layout
 
     rows = [("config", "paper name", "arch", "attn weights", "layout")]
-    for cfg in NAMED_ARCHS:
-        count = encoder_attention_weight_count(build_encoder(cfg.arch))
-        layout = format_layout(parse_layout(cfg.layout))
-        rows.append((f"({cfg.letter})" if cfg.letter else "-", cfg.name, cfg.arch, f"{count:,}", layout))
+    for cfgs, dims in ((NAMED_ARCHS, (512, 6, 8, 1024)), (TABLE4_CONFIGS + ROBERTA_METHOD_CONFIGS, (768, 12, 12, 512))):
+        for cfg in cfgs:
+            count = attention_weight_count(cfg.layout, cfg.defaults, *dims)
+            layout = format_layout(parse_layout(cfg.layout or f"[global*{dims[2]}]*{dims[1]}"))
+            rows.append((f"({cfg.letter})" if cfg.letter else "-", cfg.name, cfg.arch, f"{count:,}", layout))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     return ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
 

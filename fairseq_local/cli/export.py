@@ -36,7 +36,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from ..checkpoint_compat import read_checkpoint
+from ..checkpoint_compat import encoder_layers_prefix, read_checkpoint
 from ..modules import DamMask
 from ..modules.layout import HeadSpec, LayerSpec, LayoutError, format_layout, parse_layout
 from ..modules.learned import DamSpec
@@ -68,15 +68,17 @@ initial alpha: export at lengths the model was trained on."""
 
 def dam_masks(model_cfg: dict, state_dict: Dict[str, torch.Tensor]) -> Dict[Tuple[int, int], DamMask]:
     """The checkpoint's DAM heads, {(layer, head): DamMask} (0-based), with
-    their trained α (``encoder.layers.{l}.self_attn.dam.{k}.alpha``, the k-th
-    DAM head of layer l); heads sharing α share one DamMask."""
+    their trained α (``{prefix}{l}.self_attn.dam.{k}.alpha``, the k-th DAM
+    head of layer l, where the prefix is ``encoder.layers.`` or RoBERTa's
+    ``encoder.sentence_encoder.layers.``); heads sharing α share one DamMask."""
     layout = parse_layout(model_cfg.get("attn_layout") or "")
+    prefix = encoder_layers_prefix(state_dict)
     out: Dict[Tuple[int, int], DamMask] = {}
     by_storage: Dict[int, DamMask] = {}
     for l, layer in enumerate(layout):
         dam_heads = [h for h, m in enumerate(layer.masks) if isinstance(m, DamSpec)]
         for k, h in enumerate(dam_heads):
-            key = f"encoder.layers.{l}.self_attn.dam.{k}.alpha"
+            key = f"{prefix}{l}.self_attn.dam.{k}.alpha"
             if key not in state_dict:
                 raise ValueError(f"checkpoint has no '{key}' for head {h + 1} of layer {l + 1}")
             alpha = state_dict[key]

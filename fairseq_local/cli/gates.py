@@ -11,7 +11,7 @@ open heads per layer and in total.
 import sys
 from typing import List, Optional
 
-from ..checkpoint_compat import read_checkpoint
+from ..checkpoint_compat import encoder_layers_prefix, read_checkpoint
 from ..modules import HeadGates
 from ..modules.layout import LayoutError, parse_layout
 from .common import command_parser
@@ -29,11 +29,12 @@ total."""
 def gate_table(model_cfg: dict, state_dict) -> List[dict]:
     """One row per gated head: layer, head (1-based), gate, p_open, closed."""
     layout = parse_layout(model_cfg.get("attn_layout") or "")
+    prefix = encoder_layers_prefix(state_dict)
     rows = []
     for l, layer in enumerate(layout):
         if not layer.gated_heads:
             continue
-        key = f"encoder.layers.{l}.self_attn.gates.log_alpha"
+        key = f"{prefix}{l}.self_attn.gates.log_alpha"
         if key not in state_dict:
             raise ValueError(f"checkpoint has no '{key}'")
         gates = HeadGates(len(layer.gated_heads), beta=model_cfg.get("gate_beta") or 2 / 3,

@@ -23,11 +23,12 @@ from ..models.archs import NMT_CONFIGS
 from .common import command_parser
 
 COLUMNS = ["config", "arch", "attn weights", "best valid loss", "valid sparsity", "test BLEU", "train words/s"]
-_SELF_ATTN = re.compile(r"^encoder\.layers\.\d+\.self_attn\.")
+_SELF_ATTN = re.compile(r"^encoder\.(sentence_encoder\.)?layers\.\d+\.self_attn\.")
 
 
 def attention_weight_count(state_dict: Dict[str, "object"]) -> int:
-    """Unique ≥2-D tensors under ``encoder.layers.*.self_attn`` in a state dict
+    """Unique ≥2-D tensors under ``encoder.layers.*.self_attn`` (RoBERTa:
+    ``encoder.sentence_encoder.layers.*.self_attn``) in a state dict
     (tensors shared across layers are stored, and counted, once)."""
     seen = {}
     for key, t in state_dict.items():

@@ -1,5 +1,6 @@
 """Named architectures, as layouts: the NMT encoder configurations (a)–(l) of
-Pande et al. (§5.2–5.4, Fig. 4), and the learned and fixed sparse
+Pande et al. (§5.2–5.4, Fig. 4), their BERT configurations (§5.5, Table 4),
+and, for both model families, the learned and fixed sparse
 methods of SparseBERT (Shi et al. 2021), Voita et al. (2019) and Adaptive
 Axis Attention (Wang et al. 2022).
 
@@ -50,8 +51,8 @@ NMT_CONFIGS: Tuple[PaperConfig, ...] = (
 )
 
 
-def _all(mask: str) -> str:
-    return f"[{mask}*8]*6"
+def _all(mask: str, layers: int = 6, heads: int = 8) -> str:
+    return f"[{mask}*{heads}]*{layers}"
 
 
 # Every head of that kind, Transformer-base otherwise.  The DAM archs default
@@ -60,19 +61,38 @@ def _all(mask: str) -> str:
 # sparse baselines take SparseBERT's §4.2 parameters (Table 3) and default to
 # standard sparse attention (--mask-mode pre).
 PRE = (("mask_mode", "pre"),)
-METHOD_CONFIGS: Tuple[PaperConfig, ...] = (
-    PaperConfig("", "DAM_u (SparseBERT)", "transformer_dam_u", _all("dam-u"), PRE),
-    PaperConfig("", "DAM_s (SparseBERT)", "transformer_dam_s", _all("dam-s"), PRE),
-    PaperConfig("", "Adaptive Axis Attention", "transformer_aaa", _all("aaa")),
-    PaperConfig("", "Hard-concrete head gates (Voita et al.)", "transformer_head_gates", _all("global:gate"),
-                (("gate_preset", "voita"),)),
-    PaperConfig("", "Star (SparseBERT)", "transformer_sparse_star", _all("star"), PRE),
-    PaperConfig("", "LogSparse (SparseBERT)", "transformer_sparse_logsparse", _all("logsparse"), PRE),
-    PaperConfig("", "Strided l=4 (SparseBERT)", "transformer_sparse_strided", _all("strided-4"), PRE),
-    PaperConfig("", "Fixed l=4 c=1 (SparseBERT)", "transformer_sparse_fixed", _all("fixed-4-1"), PRE),
-    PaperConfig("", "Longformer w=2 g=2 (SparseBERT)", "transformer_sparse_longformer", _all("longformer-2-2"), PRE),
-    PaperConfig("", "BigBird w=1 g=2 r=2 (SparseBERT)", "transformer_sparse_bigbird", _all("bigbird-1-2-2"), PRE),
+# (paper name, arch name after "transformer_"/"roberta_", head mask, defaults)
+METHODS = (
+    ("DAM_u (SparseBERT)", "dam_u", "dam-u", PRE),
+    ("DAM_s (SparseBERT)", "dam_s", "dam-s", PRE),
+    ("Adaptive Axis Attention", "aaa", "aaa", ()),
+    ("Hard-concrete head gates (Voita et al.)", "head_gates", "global:gate", (("gate_preset", "voita"),)),
+    ("Star (SparseBERT)", "sparse_star", "star", PRE),
+    ("LogSparse (SparseBERT)", "sparse_logsparse", "logsparse", PRE),
+    ("Strided l=4 (SparseBERT)", "sparse_strided", "strided-4", PRE),
+    ("Fixed l=4 c=1 (SparseBERT)", "sparse_fixed", "fixed-4-1", PRE),
+    ("Longformer w=2 g=2 (SparseBERT)", "sparse_longformer", "longformer-2-2", PRE),
+    ("BigBird w=1 g=2 r=2 (SparseBERT)", "sparse_bigbird", "bigbird-1-2-2", PRE),
 )
+METHOD_CONFIGS: Tuple[PaperConfig, ...] = tuple(
+    PaperConfig("", name, f"transformer_{suffix}", _all(mask), defaults) for name, suffix, mask, defaults in METHODS)
+
+# BERT-base with local and Q/K-tied heads: Pande et al. §5.5, Table 4 (12
+# layers of 12 heads; "tied" is Q/K tying as in configurations (g)-(l)).
+BERT_LAYERS, BERT_HEADS = 12, 12
+TABLE4_CONFIGS: Tuple[PaperConfig, ...] = (
+    PaperConfig("", "BERT-base", "roberta_local_base", ""),
+    PaperConfig("", "All Band2 Untied", "roberta_band2", _all("band-2", 12, 12)),
+    PaperConfig("", "All Band6 Untied", "roberta_band6", _all("band-6", 12, 12)),
+    PaperConfig("", "All Band6 AllTied", "roberta_band6_all_tied", _all("band-6@@t", 12, 12)),
+    PaperConfig("", "All Band6 132Tied", "roberta_band6_132_tied", "[band-6@@t*12]*11;[band-6*12]"),
+    PaperConfig("", "All Band6 120Tied", "roberta_band6_120_tied", "[band-6@@t*12]*10;[band-6*12]*2"),
+)
+ROBERTA_METHOD_CONFIGS: Tuple[PaperConfig, ...] = tuple(
+    PaperConfig("", name, f"roberta_{suffix}", _all(mask, BERT_LAYERS, BERT_HEADS), defaults)
+    for name, suffix, mask, defaults in METHODS)
+# The RoBERTa archs with a fixed layout (roberta_local_base/large take --attn-layout).
+ROBERTA_ARCHS: Tuple[PaperConfig, ...] = TABLE4_CONFIGS[1:] + ROBERTA_METHOD_CONFIGS
 
 NAMED_ARCHS: Tuple[PaperConfig, ...] = NMT_CONFIGS + METHOD_CONFIGS
 
@@ -80,7 +100,7 @@ NAMED_ARCHS: Tuple[PaperConfig, ...] = NMT_CONFIGS + METHOD_CONFIGS
 def get_config(key: str) -> PaperConfig:
     """A named architecture by paper letter or arch name (``transformer_``
     may be left out)."""
-    for cfg in NAMED_ARCHS:
+    for cfg in NAMED_ARCHS + TABLE4_CONFIGS + ROBERTA_METHOD_CONFIGS:
         if key and key in (cfg.letter, cfg.arch, cfg.arch[len("transformer_"):]):
             return cfg
     raise KeyError(f"no configuration '{key}' (letters a-l or a named arch)")

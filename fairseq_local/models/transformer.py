@@ -154,10 +154,19 @@ class LocalTransformerModel(TransformerModel):
         return self.encoder.sparsity_terms(net_output[1].get("sparsity", []))
 
 
-def encoder_attention_weight_count(model: nn.Module) -> int:
-    """Unique ≥2-D parameters under ``encoder.layers[*].self_attn`` (shared once)."""
+def local_encoder(model: nn.Module) -> nn.Module:
+    """The encoder that holds the attention layers: ``model.encoder`` of the
+    NMT models, ``model.encoder.sentence_encoder`` of RoBERTa, or ``model``
+    itself if it is an encoder."""
     encoder = getattr(model, "encoder", model)
-    unique = {id(p): p.numel() for layer in encoder.layers for p in layer.self_attn.parameters() if p.dim() >= 2}
+    return getattr(encoder, "sentence_encoder", encoder)
+
+
+def encoder_attention_weight_count(model: nn.Module) -> int:
+    """Unique ≥2-D parameters reachable from the encoder layers' ``self_attn``
+    (a shared tensor once), for NMT and RoBERTa models and bare encoders."""
+    layers = local_encoder(model).layers
+    unique = {id(p): p.numel() for layer in layers for p in layer.self_attn.parameters() if p.dim() >= 2}
     return sum(unique.values())
 
 
@@ -197,4 +206,4 @@ def build_encoder(arch: str, overrides: Optional[dict] = None, vocab_size: int =
 
 
 __all__ = ["LocalTransformerEncoder", "LocalTransformerEncoderLayer", "LocalTransformerModel",
-           "build_encoder", "encoder_attention_weight_count"]
+           "build_encoder", "encoder_attention_weight_count", "local_encoder"]

@@ -287,6 +287,12 @@ class AxisSelector(nn.Module):
     def __init__(self, embed_dim: int) -> None:
         super().__init__()
         self.fc = nn.Linear(embed_dim, 2)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform weights, zero bias (so that a fresh selector is
+        not biased towards rows or columns); RoBERTa models call it again
+        after fairseq's ``init_bert_params``."""
         nn.init.xavier_uniform_(self.fc.weight)
         nn.init.zeros_(self.fc.bias)
 

@@ -1,0 +1,136 @@
+"""RoBERTa (masked-LM pretraining, GLUE fine-tuning) whose encoder heads are
+local, Q/K-tied or sparse.
+
+fairseq's own encoder-swap pattern (``examples/linformer``): a
+:class:`~fairseq.models.roberta.RobertaModel` subclass whose
+:class:`~fairseq.models.roberta.RobertaEncoder` builds a different sentence
+encoder, here the
+:class:`~fairseq_local.models.transformer.LocalTransformerEncoder` of the NMT
+models.  Heads, the LM head, the hub interface and the tasks
+(``masked_lm``, ``sentence_prediction``) are fairseq's.
+
+Named architectures (:mod:`fairseq_local.models.archs`): ``roberta_local_base``
+and ``roberta_local_large`` (``--attn-layout``, default all global: exactly
+``roberta_base``/``roberta_large``), Pande et al.'s Table 4 rows
+(``roberta_band2``, ``roberta_band6``, ``roberta_band6_{all,132,120}_tied``)
+and the method archs ``roberta_dam_u``, ``roberta_dam_s``, ``roberta_aaa``,
+``roberta_head_gates``, ``roberta_sparse_<kind>``.
+"""
+
+import argparse
+from typing import Optional
+
+from fairseq.data import Dictionary
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.roberta import (
+    RobertaEncoder,
+    RobertaModel,
+    roberta_base_architecture,
+    roberta_large_architecture,
+)
+from fairseq.models.transformer import TransformerConfig
+from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.utils import safe_hasattr
+
+from ..modules.learned import AxisSelector
+from ..modules.options import add_attention_args, set_attention_defaults
+from ..modules.sparsity import SparsityTerms
+from .archs import ROBERTA_ARCHS
+from .transformer import LocalTransformerEncoder
+
+
+class LocalRobertaEncoder(RobertaEncoder):
+    """fairseq's RoBERTa encoder around a :class:`LocalTransformerEncoder`
+    (``self.sentence_encoder``).  Its extra output carries the forward pass's
+    attention records under ``"sparsity"``."""
+
+    def build_encoder(self, args, dictionary, embed_tokens) -> LocalTransformerEncoder:
+        encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(args), dictionary, embed_tokens)
+        encoder.apply(init_bert_params)
+        return encoder
+
+    def extract_features(self, src_tokens, return_all_hiddens: bool = False, **kwargs):
+        """As :meth:`RobertaEncoder.extract_features`: features (B, T, C) and
+        ``{"inner_states": [(T, B, C)] or None, "sparsity": records}``."""
+        encoder_out = self.sentence_encoder(src_tokens, return_all_hiddens=return_all_hiddens,
+                                            token_embeddings=kwargs.get("token_embeddings", None))
+        features = encoder_out["encoder_out"][0].transpose(0, 1)
+        inner_states = encoder_out["encoder_states"] if return_all_hiddens else None
+        return features, {"inner_states": inner_states, "sparsity": encoder_out["sparsity"]}
+
+
+@register_model("roberta_local")
+class LocalRobertaModel(RobertaModel):
+    """RoBERTa with a per-head local/tied/sparse self-attention."""
+
+    def __init__(self, args, encoder: LocalRobertaEncoder) -> None:
+        super().__init__(args, encoder)
+        # RobertaModel.__init__ re-initialises every nn.Linear (init_bert_params);
+        # the AAA selector keeps its own initialisation.
+        for module in self.modules():
+            if isinstance(module, AxisSelector):
+                module.reset_parameters()
+
+    @staticmethod
+    def add_args(parser) -> None:
+        RobertaModel.add_args(parser)
+        add_attention_args(parser)
+
+    @classmethod
+    def build_model(cls, args, task) -> "LocalRobertaModel":
+        # As RobertaModel.build_model, with this model's encoder.
+        local_roberta_base_architecture(args)
+        if not safe_hasattr(args, "max_positions"):
+            if not safe_hasattr(args, "tokens_per_sample"):
+                args.tokens_per_sample = task.max_positions()
+            args.max_positions = args.tokens_per_sample
+        return cls(args, LocalRobertaEncoder(args, task.source_dictionary))
+
+    def get_sparsity_terms(self, net_output) -> SparsityTerms:
+        """The encoder's sparsity terms for the forward pass that gave ``net_output``."""
+        return self.encoder.sentence_encoder.sparsity_terms(net_output[1].get("sparsity", []))
+
+
+@register_model_architecture("roberta_local", "roberta_local_base")
+def local_roberta_base_architecture(args, **attention_defaults) -> None:
+    """BERT-base dimensions (``roberta_base``); layout default all global."""
+    roberta_base_architecture(args)
+    set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads, **attention_defaults)
+
+
+@register_model_architecture("roberta_local", "roberta_local_large")
+def local_roberta_large_architecture(args) -> None:
+    """BERT-large dimensions (``roberta_large``); layout default all global."""
+    roberta_large_architecture(args)
+    set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads)
+
+
+def _register_named_arch(arch: str, layout: str, defaults: dict) -> None:
+    @register_model_architecture("roberta_local", arch)
+    def arch_fn(args) -> None:
+        args.attn_layout = getattr(args, "attn_layout", None) or layout
+        local_roberta_base_architecture(args, **defaults)
+
+
+for _cfg in ROBERTA_ARCHS:
+    _register_named_arch(_cfg.arch, _cfg.layout, dict(_cfg.defaults))
+
+
+def build_roberta(arch: str, overrides: Optional[dict] = None, vocab_size: int = 64,
+                  dictionary: Optional[Dictionary] = None) -> RobertaModel:
+    """Build a registered RoBERTa arch (ours or fairseq's, BERT-base unless
+    overridden) over ``dictionary`` or a dummy one of ``vocab_size`` symbols,
+    without a task."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+
+    args = argparse.Namespace(**(overrides or {}))
+    ARCH_CONFIG_REGISTRY[arch](args)
+    if dictionary is None:
+        dictionary = Dictionary()
+        for i in range(vocab_size - len(dictionary)):
+            dictionary.add_symbol(f"w{i}")
+    task = argparse.Namespace(source_dictionary=dictionary, max_positions=lambda: 512)
+    return ARCH_MODEL_REGISTRY[arch].build_model(args, task)
+
+
+__all__ = ["LocalRobertaEncoder", "LocalRobertaModel", "build_roberta"]

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Masked-LM pretraining of one RoBERTa arch, in two phases as in Pande et al.
+# §5.1: length 128, then a short phase at length 512 (Devlin et al.'s recipe).
+#
+# Usage: scripts/pretrain-bert.sh ARCH [--data DIR] [--save-dir DIR]
+#            [--updates N] [--updates-512 N] [--batch-size B] [--update-freq U]
+#            [--lr LR] [--warmup N] [--lengths L1,L2] [--max-positions N]
+#            [--cpu] [--dry-run]
+#            [-- FAIRSEQ_ARGS...]
+#
+# ARCH is a registered RoBERTa arch (roberta_local_base, roberta_band6,
+# roberta_band6_120_tied, roberta_dam_u, ...; `fairseq-local configs`).
+# Defaults (the paper's settings):
+#   --data DIR         data-bin/bert-corpus (scripts/prepare-bert-corpus.sh)
+#   --save-dir DIR     runs/bert/ARCH; phase 1 in DIR/lenL1, phase 2 in DIR/lenL2
+#   --updates N        300000 updates at length L1
+#   --updates-512 N    1000 further updates at length L2 (0: no second phase)
+#   --lengths L1,L2    128,512: block lengths (--tokens-per-sample) of the phases
+#   --batch-size B     32 sequences per GPU and step, and
+#   --update-freq U    64, i.e. 2K sequences per update on one GPU (Pande et
+#                      al. §5.1); with G GPUs use U = 2048 / (32 G)
+#   --lr LR            2e-4 peak, --warmup N 10000 updates, then linear decay
+#                      to 0 at the last update (Pande et al. §5.1: lr in
+#                      {1e-4, 2e-4}, 10K warm-up)
+#   --max-positions N  512 (both phases build the same model; >= L1 and L2)
+# Optimiser: Adam (0.9, 0.98), eps 1e-6, weight decay 0.01 (fairseq's RoBERTa
+# recipe). The paper used LAMB, which needs apex; pass it after "--" if you
+# have apex (--optimizer lamb ...). Criterion masked_lm_with_sparsity, which
+# adds the DAM/AAA/gate penalties (--dam-lambda ..., after "--") and is plain
+# masked_lm for fixed layouts. --cpu trains on the CPU (small runs). Anything
+# after "--" goes to both phases' fairseq-train last and overrides these.
+# TensorBoard logs in each phase's tb/. Re-running resumes: a finished phase is
+# skipped by fairseq itself, an interrupted one resumes from its
+# checkpoint_last.pt, and phase 2 starts from phase 1's last checkpoint.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+ARCH="" DATA="" SAVE="" UPD=300000 UPD512=1000 BSZ=32 UF=64 LR=2e-4 WARM=10000 MAXPOS=512 LENGTHS=128,512 CPU=() DRY=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --data|--save-dir|--updates|--updates-512|--batch-size|--update-freq|--lr|--warmup|--max-positions|--lengths)
+      needs_value "$@" ;;&
+    --data) DATA="$2"; shift 2 ;;
+    --save-dir) SAVE="$2"; shift 2 ;;
+    --updates) UPD="$2"; shift 2 ;;
+    --updates-512) UPD512="$2"; shift 2 ;;
+    --batch-size) BSZ="$2"; shift 2 ;;
+    --update-freq) UF="$2"; shift 2 ;;
+    --lr) LR="$2"; shift 2 ;;
+    --warmup) WARM="$2"; shift 2 ;;
+    --max-positions) MAXPOS="$2"; shift 2 ;;
+    --lengths) LENGTHS="$2"; shift 2 ;;
+    --cpu) CPU=(--cpu); shift ;;
+    --dry-run) DRY=1; shift ;;
+    --) shift; break ;;
+    -h|--help) usage; exit 0 ;;
+    -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
+    *) [ -z "$ARCH" ] || die "unexpected argument '$1' (see --help)"; ARCH="$1"; shift ;;
+  esac
+done
+[ -n "$ARCH" ] || die "missing ARCH: a RoBERTa arch such as roberta_band6 (see --help)"
+case "$ARCH" in roberta_*) ;; *) die "'$ARCH' is not a RoBERTa arch (roberta_local_base, roberta_band6, ...)" ;; esac
+[[ "$LENGTHS" =~ ^[0-9]+,[0-9]+$ ]] || die "--lengths must be two lengths 'L1,L2', not '$LENGTHS'"
+LEN1="${LENGTHS%,*}" LEN2="${LENGTHS#*,}"
+for n in "$UPD" "$UPD512" "$BSZ" "$UF" "$WARM" "$MAXPOS"; do
+  [[ "$n" =~ ^[0-9]+$ ]] || die "expected a whole number, got '$n'"
+done
+for n in "$LEN1" "$LEN2"; do
+  [ "$n" -le "$MAXPOS" ] || die "length $n exceeds --max-positions $MAXPOS (see --lengths)"
+done
+[ "$UPD" -gt 0 ] || die "--updates must be > 0"
+DATA="${DATA:-$FAIRSEQ_LOCAL_ROOT/data-bin/bert-corpus}"
+SAVE="${SAVE:-$FAIRSEQ_LOCAL_ROOT/runs/bert/$ARCH}"
+[ -f "$DATA/dict.txt" ] || die "no fairseq dictionary '$DATA/dict.txt' (run scripts/prepare-bert-corpus.sh first)"
+TOTAL=$((UPD + UPD512))
+[ "$WARM" -lt "$TOTAL" ] || WARM=$((TOTAL / 10))
+
+# phase NAME LENGTH MAX_UPDATE [RESTORE]: one fairseq-train run.
+phase() {
+  local name="$1" len="$2" max="$3" restore="$4" dir="$SAVE/$1"
+  shift 4
+  local cmd=(fairseq-train "$DATA" --user-dir "$USER_DIR" --task masked_lm --arch "$ARCH"
+    --criterion masked_lm_with_sparsity --sample-break-mode complete
+    --tokens-per-sample "$len" --max-positions "$MAXPOS"
+    --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
+    --lr "$LR" --lr-scheduler polynomial_decay --warmup-updates "$WARM" --total-num-update "$TOTAL"
+    --max-update "$max" --batch-size "$BSZ" --update-freq "$UF" --skip-invalid-size-inputs-valid-test
+    --save-dir "$dir" --tensorboard-logdir "$dir/tb" --log-format simple "${CPU[@]}")
+  # Phase 2 starts from phase 1's weights, optimiser and update count, unless
+  # it already has a checkpoint of its own (then it resumes from that).
+  if [ -n "$restore" ] && [ ! -f "$dir/checkpoint_last.pt" ]; then
+    cmd+=(--restore-file "$restore" --reset-dataloader)
+  fi
+  cmd+=("$@")
+  if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; return 0; fi
+  mkdir -p "$dir"
+  { printf '%q ' "${cmd[@]}"; echo; } > "$dir/command.sh"
+  log "pretraining $ARCH, $name: length $len up to update $max (log: $dir/train.log)"
+  "${cmd[@]}" 2>&1 | tee -a "$dir/train.log"
+}
+
+phase "len$LEN1" "$LEN1" "$UPD" "" "$@"
+if [ "$UPD512" -gt 0 ]; then
+  FIRST="$SAVE/len$LEN1/checkpoint_last.pt"
+  [ "$DRY" = 1 ] || [ -f "$FIRST" ] || die "phase 1 left no $FIRST"
+  phase "len$LEN2" "$LEN2" "$TOTAL" "$FIRST" "$@"
+fi
