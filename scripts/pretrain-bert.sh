@@ -8,8 +8,10 @@
 #            [--cpu] [--dry-run]
 #            [-- FAIRSEQ_ARGS...]
 #
-# ARCH is a registered RoBERTa arch (roberta_local_base, roberta_band6,
-# roberta_band6_120_tied, roberta_dam_u, ...; `fairseq-local configs`).
+# ARCH is a RoBERTa arch of this plugin (roberta_local_base, roberta_band6,
+# roberta_band6_120_tied, roberta_dam_u, ...; `fairseq-local configs`) or
+# fairseq's own roberta_base / roberta_large (the stock full-attention model,
+# e.g. to start Adaptive Axis Attention from: fairseq-local convert-roberta).
 # Defaults (the paper's settings):
 #   --data DIR         data-bin/bert-corpus (scripts/prepare-bert-corpus.sh)
 #   --save-dir DIR     runs/bert/ARCH; phase 1 in DIR/lenL1, phase 2 in DIR/lenL2
@@ -29,7 +31,8 @@
 # adds the DAM/AAA/gate penalties (--dam-lambda ..., after "--") and is plain
 # masked_lm for fixed layouts. --cpu trains on the CPU (small runs). Anything
 # after "--" goes to both phases' fairseq-train last and overrides these.
-# TensorBoard logs in each phase's tb/. Re-running resumes: a finished phase is
+# TensorBoard logs in each phase's tb/; SAVE_DIR/checkpoint_last.pt links to
+# the last phase's checkpoint (the model to fine-tune). Re-running resumes: a finished phase is
 # skipped by fairseq itself, an interrupted one resumes from its
 # checkpoint_last.pt, and phase 2 starts from phase 1's last checkpoint.
 set -euo pipefail
@@ -100,8 +103,15 @@ phase() {
 }
 
 phase "len$LEN1" "$LEN1" "$UPD" "" "$@"
+LAST="len$LEN1"
 if [ "$UPD512" -gt 0 ]; then
   FIRST="$SAVE/len$LEN1/checkpoint_last.pt"
   [ "$DRY" = 1 ] || [ -f "$FIRST" ] || die "phase 1 left no $FIRST"
   phase "len$LEN2" "$LEN2" "$TOTAL" "$FIRST" "$@"
+  LAST="len$LEN2"
+fi
+if [ "$DRY" = 0 ]; then  # SAVE_DIR/checkpoint_last.pt: the pretrained model, for fine-tuning
+  [ -f "$SAVE/$LAST/checkpoint_last.pt" ] || die "pretraining left no $SAVE/$LAST/checkpoint_last.pt"
+  ln -sfn "$LAST/checkpoint_last.pt" "$SAVE/checkpoint_last.pt"
+  log "pretrained model: $SAVE/checkpoint_last.pt -> $LAST/checkpoint_last.pt"
 fi

@@ -1,4 +1,5 @@
-"""``fairseq-local tables``: the WMT'14 runs as Pande et al., Tables 1–3.
+"""``fairseq-local tables``: the WMT'14 runs as Pande et al., Tables 1–3,
+or (``--bert``) the GLUE runs as their Table 4 (:mod:`.table4`).
 
 Reads the runs written by ``scripts/train-wmt14.sh`` and
 ``scripts/evaluate-wmt14.sh`` under ``RUNS_ROOT/wmt14_en-de/<config>`` and
@@ -84,13 +85,23 @@ configuration, (a)-(l) of Pande et al. first, then any other run (named
 by its arch). Columns: letter, paper name, arch, encoder attention weights
 (from a checkpoint), detokenised sacreBLEU on newstest2014 for each pair
 (test.bleu.json) and tokenised, compound-split BLEU for En-De
-(test.tok-bleu.json). Cells a run has not produced yet are "-"."""
+(test.tok-bleu.json). Cells a run has not produced yet are "-".
+
+--bert: Table 4 instead (BERT-base with local and tied heads on GLUE dev),
+from the runs of scripts/sweep-table4.sh under RUNS_ROOT/<arch>/ (default
+runs/bert): per task the measured dev accuracy (MNLI: matched), the paper's
+value and the majority-class accuracy; Table 4's rows first, then any other
+arch found."""
 
 
 def build_parser():
     parser = command_parser("tables", DETAILS)
-    parser.add_argument("--runs-root", type=Path, default=Path("runs"), metavar="DIR",
-                        help="holds wmt14_en-de/ and wmt14_en-ru/ (default: runs)")
+    parser.add_argument("--runs-root", type=Path, metavar="DIR",
+                        help="holds wmt14_en-de/ and wmt14_en-ru/ (default: runs), or with --bert one "
+                             "directory per arch (default: runs/bert)")
+    parser.add_argument("--bert", action="store_true", help="Pande et al. Table 4 from the GLUE runs")
+    parser.add_argument("--tasks", nargs="+", metavar="TASK",
+                        help="with --bert: the GLUE tasks (default: QQP SST-2 MNLI QNLI)")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as Markdown")
     parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table as CSV")
     return parser
@@ -99,9 +110,17 @@ def build_parser():
 def main(argv: Optional[List[str]] = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if not args.runs_root.is_dir():
-        parser.error(f"no runs directory '{args.runs_root}'")
-    write_table(collect(args.runs_root), COLUMNS, args.markdown, args.csv)
+    if args.tasks and not args.bert:
+        parser.error("--tasks needs --bert")
+    root = args.runs_root or Path("runs/bert" if args.bert else "runs")
+    if not root.is_dir():
+        parser.error(f"no runs directory '{root}'")
+    if args.bert:
+        from .table4 import TASKS, collect as collect_bert, columns
+
+        write_table(collect_bert(root, args.tasks), columns(args.tasks or TASKS), args.markdown, args.csv)
+    else:
+        write_table(collect(root), COLUMNS, args.markdown, args.csv)
 
 
 if __name__ == "__main__":
