@@ -55,10 +55,11 @@ def score(run: Path, task: str) -> Dict[str, str]:
 def weight_count(run: Path) -> Dict[str, str]:
     """The arch and encoder attention weight count of the run's pretrained
     model (``checkpoint_last.pt``, which ``pretrain-bert.sh`` links to its
-    last phase), or of its first checkpoint found."""
+    last phase), or of the first checkpoint found in a phase or fine-tuning
+    directory."""
     from .results import _checkpoint_info
 
-    for d in [run] + sorted(p for p in run.iterdir() if p.is_dir()):
+    for d in [run] + sorted(p for p in run.iterdir() if p.is_dir()) + sorted(run.glob("glue/*/")):
         info = _checkpoint_info(d)
         if info:
             return info

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Evaluate fine-tuned GLUE models (fairseq-local glue evaluate, per task) and
+# collect their metrics into one table.
+#
+# Usage: scripts/evaluate-glue.sh --runs DIR --data DIR --glue-dir DIR --out DIR
+#            [--tasks "CoLA SST-2 ..."] [--split dev|test|all] [--checkpoint-name NAME] [--cuda]
+# --runs: the fine-tuning runs, one save dir per task: RUNS/TASK/checkpoint_best.pt
+#         (--checkpoint-name: another file name, e.g. checkpoint_last.pt).
+# --data: the folder of TASK-bin folders (scripts/prepare-glue.sh --out).
+# --glue-dir: the raw GLUE folder (gold dev labels, test indices).
+# --tasks: default every task with a folder in RUNS.
+# --split: dev (metrics, the default), test (submission files) or all.
+# Output: OUT/TASK.json per task, OUT/submission/*.tsv (GLUE's file names, for
+# test and all), and OUT/glue.md, the table also printed.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+RUNS="" DATA="" GLUE="" OUT="" TASKS="" SPLIT=dev NAME=checkpoint_best.pt CUDA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs|--data|--glue-dir|--out|--tasks|--split|--checkpoint-name) needs_value "$@" ;;&
+    --runs) RUNS="$2"; shift 2 ;;
+    --data) DATA="$2"; shift 2 ;;
+    --glue-dir) GLUE="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --tasks) TASKS="$2"; shift 2 ;;
+    --split) SPLIT="$2"; shift 2 ;;
+    --checkpoint-name) NAME="$2"; shift 2 ;;
+    --cuda) CUDA=(--cuda); shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) die "unknown option '$1' (see --help)" ;;
+  esac
+done
+[ -n "$RUNS" ] && [ -n "$DATA" ] && [ -n "$GLUE" ] && [ -n "$OUT" ] || die "--runs, --data, --glue-dir and --out are required (see --help)"
+case "$SPLIT" in dev|test|all) ;; *) die "--split must be dev, test or all, not '$SPLIT'" ;; esac
+[ -d "$RUNS" ] || die "no runs folder '$RUNS'"
+if [ -z "$TASKS" ]; then
+  for t in CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI; do [ ! -d "$RUNS/$t" ] || TASKS="$TASKS $t"; done
+  [ -n "$TASKS" ] || die "no task runs (RUNS/TASK/) in '$RUNS'"
+fi
+mkdir -p "$OUT"
+n=0; total=$(echo $TASKS | wc -w)
+for TASK in $TASKS; do
+  n=$((n + 1))
+  [ -f "$RUNS/$TASK/$NAME" ] || die "no checkpoint $RUNS/$TASK/$NAME"
+  log "[$n/$total] evaluating $TASK ($SPLIT)"
+  fairseq-local glue evaluate --task "$TASK" --checkpoint "$RUNS/$TASK/$NAME" --data "$DATA" \
+    --glue-dir "$GLUE" --split "$SPLIT" --out "$OUT" "${CUDA[@]}" > /dev/null
+done
+fairseq-local glue table "$OUT" | tee "$OUT/glue.md"
