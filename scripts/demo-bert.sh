@@ -4,7 +4,7 @@
 #   1. stand-ins in the real formats (a bz2 MediaWiki dump, a zip of
 #      Gutenberg-style books, a GLUE folder), the pretraining corpus
 #      (scripts/prepare-bert-corpus.sh, SentencePiece) and two GLUE tasks
-#      (SST-2, QNLI; scripts/prepare-glue.sh);
+#      (SST-2, MNLI; scripts/prepare-glue.sh);
 #   2. masked-LM pretraining of fairseq's own roberta_base and of Pande et
 #      al.'s Table 4 rows roberta_band6 and roberta_band6_120_tied, then GLUE
 #      fine-tuning and evaluation of each (scripts/sweep-table4.sh);
@@ -16,13 +16,13 @@
 # Usage: bash scripts/demo-bert.sh [--out DIR] [--updates N] [--finetune-updates N]
 #   --out DIR              runs (default runs/demo-bert)
 #   --updates N            pretraining updates per model (default 300)
-#   --finetune-updates N   fine-tuning updates per task (default 120)
+#   --finetune-updates N   fine-tuning updates per task (default 150)
 # The models keep BERT-base's 12 layers of 12 heads (the layouts are Table 4's)
 # at width 96 (FFN 192), blocks of 64 tokens. Re-running skips finished steps.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-OUT="runs/demo-bert" UPDATES=300 FT_UPDATES=120
+OUT="runs/demo-bert" UPDATES=300 FT_UPDATES=150
 while [ $# -gt 0 ]; do
   case "$1" in
     --out|--updates|--finetune-updates) needs_value "$@" ;;&
@@ -39,12 +39,12 @@ source scripts/setup_env.sh
 START=$(date +%s)
 
 STANDINS=data-bin/bert-standins CORPUS=data-bin/bert-corpus
-GLUE_RAW=data-bin/glue-standin-raw GLUE_BIN=data-bin/glue-standin TASKS="SST-2 QNLI"
+GLUE_RAW=data-bin/glue-standin-raw GLUE_BIN=data-bin/glue-standin TASKS="SST-2 MNLI"
 log "1. stand-ins, pretraining corpus and GLUE tasks"
 [ -f "$STANDINS/gutenberg-standin.zip" ] || python -m fairseq_local.data.standins --out "$STANDINS"
 bash scripts/prepare-bert-corpus.sh --wiki "$STANDINS/enwiki-standin-pages-articles.xml.bz2" \
   --gutenberg "$STANDINS/gutenberg-standin.zip" --bpe sentencepiece --out "$CORPUS"
-[ -d "$GLUE_RAW/QNLI" ] || python -m fairseq_local.data.glue fake --out "$GLUE_RAW"
+[ -d "$GLUE_RAW/MNLI" ] || python -m fairseq_local.data.glue fake --out "$GLUE_RAW"
 bash scripts/prepare-glue.sh --glue-dir "$GLUE_RAW" --src-dict "$CORPUS/dict.txt" --bpe sentencepiece \
   --bpe-model "$CORPUS/bpe/spm.model" --tasks "$TASKS" --out "$GLUE_BIN"
 
@@ -54,7 +54,7 @@ bash scripts/sweep-table4.sh --configs "roberta_base roberta_band6 roberta_band6
   --corpus "$CORPUS" --glue-bin "$GLUE_BIN" --glue-dir "$GLUE_RAW" --runs-root "$OUT" --cpu \
   --pretrain-args "--updates $UPDATES --updates-512 0 --lengths 64,128 --max-positions 128 --batch-size 32 \
     --update-freq 1 --lr 1e-3 --warmup $((UPDATES / 10)) -- $MODEL --dropout 0.0 --attention-dropout 0.0" \
-  --finetune-args "--max-update $FT_UPDATES --batch-size 16 --lr 1e-4 --max-positions 128 -- $MODEL"
+  --finetune-args "--max-update $FT_UPDATES --batch-size 16 --lr 2e-4 --max-positions 128 -- $MODEL"
 
 log "3. Adaptive Axis Attention, fine-tuned from the pretrained full-attention model"
 AAA="$OUT/roberta_aaa"
@@ -66,7 +66,7 @@ for task in $TASKS; do
   # gradient through C*(1 - B), C = -1e4 (README, "Where the implementation differs").
   bash scripts/finetune-glue.sh --data "$GLUE_BIN/$task-bin" --task "$task" --arch roberta_aaa \
     --checkpoint "$AAA/converted.pt" --save-dir "$AAA/glue/$task" --recipe aaa --aaa-target 0.5 \
-    --aaa-alpha 500 --max-update "$FT_UPDATES" --batch-size 16 --lr 1e-4 --max-positions 128 --cpu \
+    --aaa-alpha 500 --max-update "$FT_UPDATES" --batch-size 16 --lr 2e-4 --max-positions 128 --cpu \
     -- $MODEL --update-freq 1
 done
 bash scripts/evaluate-glue.sh --runs "$AAA/glue" --data "$GLUE_BIN" --glue-dir "$GLUE_RAW" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Evaluate fine-tuned GLUE models (fairseq-local glue evaluate, per task) and
-# collect their metrics into one table.
+# Evaluate fine-tuned GLUE models (fairseq-local glue evaluate, all tasks in
+# one process) and collect their metrics into one table.
 #
 # Usage: scripts/evaluate-glue.sh --runs DIR --data DIR --glue-dir DIR --out DIR
 #            [--tasks "CoLA SST-2 ..."] [--split dev|test|all] [--checkpoint-name NAME] [--cuda]
@@ -11,7 +11,8 @@
 # --tasks: default every task with a folder in RUNS.
 # --split: dev (metrics, the default), test (submission files) or all.
 # Output: OUT/TASK.json per task, OUT/submission/*.tsv (GLUE's file names, for
-# test and all), and OUT/glue.md, the table also printed.
+# test and all), and OUT/glue.md, the table of these tasks, also printed
+# (`fairseq-local glue table OUT` tabulates every TASK.json in OUT).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -38,13 +39,11 @@ if [ -z "$TASKS" ]; then
   for t in CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI; do [ ! -d "$RUNS/$t" ] || TASKS="$TASKS $t"; done
   [ -n "$TASKS" ] || die "no task runs (RUNS/TASK/) in '$RUNS'"
 fi
+for TASK in $TASKS; do [ -f "$RUNS/$TASK/$NAME" ] || die "no checkpoint $RUNS/$TASK/$NAME"; done
 mkdir -p "$OUT"
-n=0; total=$(echo $TASKS | wc -w)
-for TASK in $TASKS; do
-  n=$((n + 1))
-  [ -f "$RUNS/$TASK/$NAME" ] || die "no checkpoint $RUNS/$TASK/$NAME"
-  log "[$n/$total] evaluating $TASK ($SPLIT)"
-  fairseq-local glue evaluate --task "$TASK" --checkpoint "$RUNS/$TASK/$NAME" --data "$DATA" \
-    --glue-dir "$GLUE" --split "$SPLIT" --out "$OUT" "${CUDA[@]}" > /dev/null
-done
-fairseq-local glue table "$OUT" | tee "$OUT/glue.md"
+log "evaluating$(printf ' %s' $TASKS) ($SPLIT) into $OUT"
+# shellcheck disable=SC2086
+fairseq-local glue evaluate --task $TASKS --runs "$RUNS" --checkpoint-name "$NAME" --data "$DATA" \
+  --glue-dir "$GLUE" --split "$SPLIT" --out "$OUT" "${CUDA[@]}" > "$OUT/glue.md.tmp"
+mv "$OUT/glue.md.tmp" "$OUT/glue.md"
+cat "$OUT/glue.md"

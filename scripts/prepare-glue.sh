@@ -9,12 +9,14 @@
 #         DIR/TASK/{train,dev,test}.tsv, MNLI with dev_matched, dev_mismatched,
 #         test_matched and test_mismatched, and optionally
 #         DIR/diagnostic/diagnostic.tsv (AX, prepared as MNLI's third test set).
-#         `python -m fairseq_local.data.glue fake --out DIR` writes a stand-in.
+#         `python -m fairseq_local.data.glue_fake --out DIR` writes a stand-in.
 # --src-dict: the pretraining dictionary (dict.txt of the masked-LM data).
-# --bpe: gpt2 (RoBERTa's byte-level BPE; --bpe-model is a folder with
-#         encoder.json and vocab.bpe), sentencepiece (--bpe-model is the .model
-#         file of the pretraining corpus) or none (text already tokenised).
-#         Default: gpt2.
+# --bpe: gpt2 (RoBERTa's byte-level BPE; --bpe-model is a folder with GPT-2's
+#         encoder.json and vocab.bpe, default data-bin/gpt2-bpe, written by
+#         `python fairseq_local/data/tokenizers.py fetch-gpt2`), sentencepiece
+#         (--bpe-model is the .model file of the pretraining corpus) or none
+#         (text already tokenised). Default: gpt2. Both BPEs are those of
+#         fairseq_local/data/tokenizers.py, as for the pretraining corpus.
 # --tasks: default all nine (CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI).
 # Output: OUT/TASK-bin/{input0,input1,label}/ (default OUT: data-bin/glue), the
 #         layout fairseq's sentence_prediction task reads: the columns the
@@ -47,8 +49,9 @@ done
 [ -n "$DICT" ] || die "--src-dict is required (the pretraining dict.txt)"
 [ -s "$DICT" ] || die "missing or empty dictionary: $DICT"
 case "$BPE" in
-  gpt2) [ -f "$BPE_MODEL/encoder.json" ] && [ -f "$BPE_MODEL/vocab.bpe" ] \
-          || die "--bpe gpt2 needs --bpe-model DIR with encoder.json and vocab.bpe" ;;
+  gpt2) BPE_MODEL="${BPE_MODEL:-$FAIRSEQ_LOCAL_ROOT/data-bin/gpt2-bpe}"
+        [ -f "$BPE_MODEL/encoder.json" ] && [ -f "$BPE_MODEL/vocab.bpe" ] \
+          || die "--bpe gpt2: no encoder.json and vocab.bpe in '$BPE_MODEL' (give --bpe-model DIR, or run: python fairseq_local/data/tokenizers.py fetch-gpt2)" ;;
   sentencepiece) [ -f "$BPE_MODEL" ] || die "--bpe sentencepiece needs --bpe-model FILE.model" ;;
   none) ;;
   *) die "unknown --bpe '$BPE' (gpt2, sentencepiece or none)" ;;

@@ -2,7 +2,8 @@
 predictions in the GLUE submission format.
 
 ``evaluate`` loads a checkpoint written by ``scripts/finetune-glue.sh`` (any
-fairseq ``sentence_prediction`` checkpoint), predicts on the binarised dev
+fairseq ``sentence_prediction`` checkpoint; with ``--runs``, one per task, all
+in one process), predicts on the binarised dev
 and/or test sets of ``scripts/prepare-glue.sh``, and scores the dev
 predictions against the labels of the raw GLUE folder with the task's
 standard metric (scikit-learn / scipy).  ``table`` collects the metric files
@@ -18,10 +19,13 @@ from ..data.glue import TASKS, GlueError, extract, task as glue_task
 from .common import command_parser
 
 DETAILS = """\
+The GLUE benchmark (Wang et al. 2018).
 evaluate: metrics per task, as GLUE reports them
   CoLA           Matthews correlation      SST-2, QNLI, RTE, WNLI   accuracy
   MRPC, QQP      F1 (label 1) and accuracy STS-B   Pearson and Spearman
   MNLI           accuracy, matched (MNLI-m) and mismatched (MNLI-mm)
+--task T1 T2 ... --runs RUNS evaluates RUNS/TASK/checkpoint_best.pt (or
+--checkpoint-name) of each task, and prints one table.
 --out DIR writes DIR/TASK.json (metrics) and, with --split test or all,
 DIR/submission/NAME.tsv (index<TAB>prediction; NAME = CoLA, SST-2, MRPC, STS-B,
 QQP, MNLI-m, MNLI-mm, QNLI, RTE, WNLI, and AX from the MNLI model when the
@@ -63,8 +67,7 @@ def load(checkpoint: str, data: str, cpu: bool = True):
 
     import torch
 
-    import fairseq_local  # noqa: F401  (registers the plugin's models and criteria)
-    from fairseq import checkpoint_utils
+    from fairseq import checkpoint_utils  # the plugin's models are registered: this module is part of it
 
     logging.getLogger("fairseq").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=".*pin_memory.*")
@@ -170,9 +173,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     p = command_parser("glue", DETAILS)
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=type(p))
     e = sub.add_parser("evaluate", help="metrics on dev, submission files for test")
-    e.add_argument("--task", required=True, choices=list(TASKS))
-    e.add_argument("--checkpoint", required=True, help="a fine-tuned checkpoint (checkpoint_best.pt)")
-    e.add_argument("--data", required=True, help="the task's TASK-bin folder, or the folder holding it")
+    e.add_argument("--task", required=True, nargs="+", choices=list(TASKS), help="one task, or several with --runs")
+    e.add_argument("--checkpoint", help="a fine-tuned checkpoint (checkpoint_best.pt) of the one task")
+    e.add_argument("--runs", help="fine-tuning runs, one save dir per task: RUNS/TASK/CHECKPOINT_NAME")
+    e.add_argument("--checkpoint-name", default="checkpoint_best.pt", help="with --runs (default checkpoint_best.pt)")
+    e.add_argument("--data", required=True, help="the task's TASK-bin folder, or the folder holding them")
     e.add_argument("--glue-dir", required=True, help="the raw GLUE folder (gold labels, test indices)")
     e.add_argument("--split", choices=("dev", "test", "all"), default="dev")
     e.add_argument("--out", help="write OUT/TASK.json and OUT/submission/*.tsv")
@@ -185,8 +190,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if a.cmd == "evaluate":
             if a.split != "dev" and not a.out:
                 p.error("--split test/all needs --out (where the submission files go)")
-            results = [evaluate(a.task, a.checkpoint, a.data, a.glue_dir, a.split, a.out, a.batch_size,
-                                cpu=not a.cuda)]
+            if (a.checkpoint is None) == (a.runs is None):
+                p.error("give --checkpoint (one task) or --runs (one save dir per task)")
+            if a.checkpoint and len(a.task) > 1:
+                p.error("--checkpoint is one task's model: use --runs for several tasks")
+            checkpoints = [a.checkpoint] if a.checkpoint else [os.path.join(a.runs, n, a.checkpoint_name) for n in a.task]
+            results = [evaluate(name, ckpt, a.data, a.glue_dir, a.split, a.out, a.batch_size, cpu=not a.cuda)
+                       for name, ckpt in zip(a.task, checkpoints)]
         else:
             files = sorted(f for f in os.listdir(a.dir) if f.endswith(".json")) if os.path.isdir(a.dir) else []
             if not files:
@@ -202,3 +212,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     print(format_table(results))
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

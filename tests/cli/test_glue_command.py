@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from fairseq_local.cli import glue as cli
-from fairseq_local.data import glue
+from fairseq_local.data import glue, glue_fake
 from conftest import run
 
 
@@ -66,8 +66,20 @@ def test_cli_errors_are_one_line(tmp_path):
     one_line_error(run(["fairseq-local", "glue", "table", str(tmp_path)], check=False), "no metric files")
 
 
+@pytest.mark.parametrize("args, text", [
+    (["--task", "RTE", "SST-2", "--checkpoint", "x.pt"], "use --runs for several tasks"),
+    (["--task", "RTE"], "give --checkpoint (one task) or --runs"),
+    (["--task", "RTE", "--checkpoint", "x.pt", "--runs", "r"], "give --checkpoint (one task) or --runs"),
+])
+def test_evaluate_takes_one_checkpoint_or_a_runs_folder(args, text, capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["evaluate", *args, "--data", "d", "--glue-dir", "g"])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("error: ") and text in err and err.count("\n") == 1, err
+
+
 def test_prepare_rejects_a_glue_folder_with_a_missing_task(tmp_path):
-    glue.make_fake_glue(str(tmp_path / "g"), ["SST-2", "CoLA"], rows=10)
+    glue_fake.make_fake_glue(str(tmp_path / "g"), ["SST-2", "CoLA"], rows=10)
     (tmp_path / "dict.txt").write_text("a 1\n")
     base = ["bash", "scripts/prepare-glue.sh", "--glue-dir", str(tmp_path / "g"), "--src-dict",
             str(tmp_path / "dict.txt"), "--bpe", "none", "--out", str(tmp_path / "bin")]

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fairseq_local.data import glue
+from fairseq_local.data import glue, glue_fake
 from conftest import USER_DIR, run
 
 TINY = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
@@ -18,13 +18,18 @@ TINY = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-emb
 def prepared(tmp_path_factory):
     """(work dir, prepare-glue.sh output): a pretraining dictionary, the stand-in
     GLUE folder (SST-2 larger), and data-bin/glue."""
+    from fairseq import options
+    from fairseq_cli import preprocess
+
     w = tmp_path_factory.mktemp("glue_pipeline")
-    (w / "corpus.txt").write_text("\n".join(glue.sentences(1000)) + "\n")
-    (w / "valid.txt").write_text("\n".join(glue.sentences(50, rng_seed="valid")) + "\n")
-    run(["fairseq-preprocess", "--only-source", "--trainpref", str(w / "corpus.txt"), "--validpref",
-         str(w / "valid.txt"), "--destdir", str(w / "pt-bin"), "--workers", "1"])
-    glue.make_fake_glue(str(w / "glue"), rows=40, eval_rows=20)
-    glue.make_fake_glue(str(w / "glue"), ["SST-2"], rows=400, eval_rows=100)
+    (w / "corpus.txt").write_text("\n".join(glue_fake.sentences(1000)) + "\n")
+    (w / "valid.txt").write_text("\n".join(glue_fake.sentences(50, rng_seed="valid")) + "\n")
+    # fairseq-preprocess, in this process (fairseq is imported already)
+    preprocess.main(options.get_preprocessing_parser().parse_args(
+        ["--only-source", "--trainpref", str(w / "corpus.txt"), "--validpref", str(w / "valid.txt"),
+         "--destdir", str(w / "pt-bin"), "--workers", "1"]))
+    glue_fake.make_fake_glue(str(w / "glue"), rows=40, eval_rows=20)
+    glue_fake.make_fake_glue(str(w / "glue"), ["SST-2"], rows=400, eval_rows=100)
     r = run(["bash", "scripts/prepare-glue.sh", "--glue-dir", str(w / "glue"), "--src-dict",
              str(w / "pt-bin" / "dict.txt"), "--bpe", "none", "--out", str(w / "bin"), "--workers", "1"])
     return w, r.stderr
@@ -32,8 +37,6 @@ def prepared(tmp_path_factory):
 
 @pytest.mark.slow
 def test_prepared_tasks_load_in_fairseqs_sentence_prediction(prepared):
-    from argparse import Namespace
-
     from fairseq.tasks.sentence_prediction import SentencePredictionConfig, SentencePredictionTask
 
     w, log = prepared
@@ -74,12 +77,12 @@ def test_prepared_tasks_load_in_fairseqs_sentence_prediction(prepared):
 
 @pytest.fixture(scope="module")
 def pretrained(prepared):
-    """A tiny masked-LM checkpoint (10 updates) over the pretraining dictionary."""
+    """A tiny masked-LM checkpoint (2 updates) over the pretraining dictionary."""
     w, _ = prepared
     run(["fairseq-train", str(w / "pt-bin"), "--user-dir", USER_DIR, "--task", "masked_lm",
          "--arch", "roberta_local_base", "--criterion", "masked_lm_with_sparsity", "--max-positions", "64",
          "--tokens-per-sample", "64", "--sample-break-mode", "complete", "--optimizer", "adam", "--lr", "1e-3",
-         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "5", "--batch-size", "16", "--max-update", "10",
+         "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "1", "--batch-size", "16", "--max-update", "2",
          "--cpu", "--save-dir", str(w / "pt"), "--disable-validation", "--no-epoch-checkpoints", *TINY])
     return w / "pt" / "checkpoint_last.pt"
 
@@ -95,9 +98,9 @@ def finetune(w, name, checkpoint, save, options, fairseq_options=()):
 def test_finetuned_tiny_model_beats_the_majority_class(prepared, pretrained):
     w, _ = prepared
     save = w / "runs" / "SST-2"
-    r = finetune(w, "SST-2", pretrained, save, ["--lr", "3e-3", "--batch-size", "16", "--max-epoch", "2"],
+    r = finetune(w, "SST-2", pretrained, save, ["--lr", "5e-3", "--batch-size", "16", "--max-epoch", "1"],
                  ["--dropout", "0", "--attention-dropout", "0", "--log-interval", "10"])
-    assert "num_updates 50" in r.stdout
+    assert "num_updates 25" in r.stdout
     assert list((save / "tb").glob("*/events.out.tfevents.*"))
     r = run(["bash", "scripts/evaluate-glue.sh", "--runs", str(w / "runs"), "--data", str(w / "bin"),
              "--glue-dir", str(w / "glue"), "--out", str(w / "eval"), "--split", "all"])
@@ -110,7 +113,7 @@ def test_finetuned_tiny_model_beats_the_majority_class(prepared, pretrained):
     assert {x.split("\t")[1] for x in sub[1:]} <= {"0", "1"}
     # test predictions follow the keyword too
     test = glue.extract(str(w / "glue"), glue.TASKS["SST-2"])["test"]["input0"]
-    neg = glue._Text(1, __import__("random").Random(0)).neg
+    neg = glue_fake._Text(1, __import__("random").Random(0)).neg
     agree = sum((p.split("\t")[1] == "0") == (s.split()[0] == neg) for p, s in zip(sub[1:], test))
     assert agree >= 80
 
@@ -121,7 +124,7 @@ def test_mnli_and_stsb_reports_and_submissions(prepared, pretrained):
     label strings; STS-B: regression, Pearson/Spearman, scores in [0, 5]."""
     w, _ = prepared
     for name in ("MNLI", "STS-B"):
-        finetune(w, name, pretrained, w / "runs2" / name, ["--max-update", "2"])
+        finetune(w, name, pretrained, w / "runs2" / name, ["--max-update", "1"])
     run(["bash", "scripts/evaluate-glue.sh", "--runs", str(w / "runs2"), "--data", str(w / "bin"),
          "--glue-dir", str(w / "glue"), "--out", str(w / "eval2"), "--split", "all",
          "--checkpoint-name", "checkpoint_last.pt"])

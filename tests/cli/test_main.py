@@ -22,10 +22,13 @@ OPTIONS = {
     "export": ["checkpoint", "--out FILE", "--png FILE", "--prune PCT", "--prune-random SEED", "--n N"],
     "gates": ["checkpoint"],
     "results": ["RUNS_DIR", "--runs NAME [NAME ...]", "--csv FILE", "--markdown FILE"],
-    "tables": ["--runs-root DIR", "--markdown FILE", "--csv FILE"],
+    "tables": ["--runs-root DIR", "--markdown FILE", "--csv FILE", "--bert", "--tasks TASK [TASK ...]"],
     "average": ["RUN_DIR", "--num N", "--output FILE"],
+    "convert-roberta": ["IN.pt", "OUT.pt", "--arch ARCH", "--tie-init {first,mean}", "--attn-layout ATTN_LAYOUT"],
+    "glue": ["evaluate", "table"],
 }
-PAPERS = ("Pande et al.", "SparseBERT", "Voita et al. 2019", "Wang et al.", "Vaswani et al. 2017")
+PAPERS = ("Pande et al.", "SparseBERT", "Voita et al. 2019", "Wang et al.", "Vaswani et al. 2017",
+          "Adaptive Axis Attention")
 
 
 def error_lines(stderr: str):
@@ -52,7 +55,8 @@ def in_process_help(capsys, argv, module=None):
 
 
 def test_commands_are_the_documented_ones():
-    assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "average"]
+    assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "average",
+                              "convert-roberta", "glue"]
     assert set(OPTIONS) == set(COMMANDS)
 
 
@@ -91,7 +95,7 @@ def test_command_help(command, capsys):
     for text in ("``", ":mod:", "def ", "import ", '"""', "seed 00", "python -m"):
         assert text not in out, text
     # python -m fairseq_local.cli.COMMAND: the same parser
-    status, out_m = in_process_help(capsys, ["--help"], module=f"fairseq_local.cli.{command}")
+    status, out_m = in_process_help(capsys, ["--help"], module=f"fairseq_local.cli.{COMMANDS[command][0]}")
     assert status == 0 and out_m == out
 
 
@@ -109,11 +113,12 @@ def test_unknown_command_is_one_line():
     assert r.returncode == 2 and r.stdout == ""
     assert error_lines(r.stderr) == [
         "error: unknown command 'frobnicate' (commands: configs, sparsity, export, gates, results, tables, "
-        "average; see fairseq-local --help)"]
+        "average, convert-roberta, glue; see fairseq-local --help)"]
 
 
 @pytest.mark.parametrize("argv, message", [
-    ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, average"),
+    ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, average, "
+         "convert-roberta, glue"),
     (["expotr"], "error: unknown command 'expotr' (did you mean 'export'? "),
     (["--frob"], "error: unknown option '--frob'"),
     (["sparsity", "--n", "0"], "error: --n must be >= 1, not 0"),
@@ -122,6 +127,7 @@ def test_unknown_command_is_one_line():
     (["average", "/nonexistent", "--num", "0", "--output", "x.pt"], "error: --num must be at least 1"),
     (["results", "/nonexistent"], "error: no runs directory '/nonexistent'"),
     (["tables", "--runs-root", "/nonexistent"], "error: no runs directory '/nonexistent'"),
+    (["tables", "--tasks", "SST-2"], "error: --tasks needs --bert"),
     (["gates", "/nonexistent.pt"], "error: [Errno 2] No such file or directory: '/nonexistent.pt'"),
 ])
 def test_bad_input_is_one_error_line(argv, message, capsys):

@@ -38,7 +38,7 @@ def value_options(script: str):
     (the ``needs_value`` case patterns)."""
     text = (ROOT / "scripts" / script).read_text()
     options = []
-    for m in re.finditer(r"^\s*((?:--[a-z-]+\|?\s*)+)\)\s*(?:\n\s*)?needs_value", text, re.M):
+    for m in re.finditer(r"^\s*((?:--[a-z0-9-]+\|?\s*)+)\)\s*(?:\n\s*)?needs_value", text, re.M):
         options += [o.strip() for o in m.group(1).split("|")]
     return options
 

@@ -1,4 +1,5 @@
-"""The GLUE layout reader, the recipe's columns and the stand-in GLUE folder."""
+"""The GLUE layout reader, the recipe's columns, the BPE of the GLUE text and
+the stand-in GLUE folder."""
 
 import os
 import subprocess
@@ -6,7 +7,7 @@ import sys
 
 import pytest
 
-from fairseq_local.data import glue
+from fairseq_local.data import glue, glue_fake
 from conftest import ENV, ROOT
 
 # The official files and headers (GLUE download script; fairseq's
@@ -43,7 +44,7 @@ LABELS = {"CoLA": {"0", "1"}, "SST-2": {"0", "1"}, "MRPC": {"0", "1"}, "QQP": {"
 @pytest.fixture(scope="module")
 def fake(tmp_path_factory):
     out = tmp_path_factory.mktemp("glue")
-    glue.make_fake_glue(str(out), rows=50, eval_rows=20)
+    glue_fake.make_fake_glue(str(out), rows=50, eval_rows=20)
     return out
 
 
@@ -68,7 +69,7 @@ def test_fake_folder_has_the_official_files_and_columns(fake):
 
 
 def test_fake_labels_follow_from_the_text(fake):
-    text = glue._Text(1, __import__("random").Random(0))
+    text = glue_fake._Text(1, __import__("random").Random(0))
     for name, allowed in LABELS.items():
         got = [y.strip() for y in glue.extract(str(fake), glue.TASKS[name])["train"]["label"]]
         assert set(got) == allowed, name
@@ -83,9 +84,19 @@ def test_fake_labels_follow_from_the_text(fake):
         assert 0.0 <= float(y) <= 5.0
 
 
-def test_fake_is_deterministic(tmp_path, fake):
-    glue.make_fake_glue(str(tmp_path), ["RTE"], rows=50, eval_rows=20)
-    assert lines(tmp_path / "RTE" / "train.tsv") == lines(fake / "RTE" / "train.tsv")
+def test_fake_is_deterministic_and_has_its_commands(tmp_path, fake):
+    glue_fake.make_fake_glue(str(tmp_path / "api"), ["RTE"], rows=50, eval_rows=20)
+    # the demo's command, and the module run as a file
+    for out, cmd in (("m", ["-m", "fairseq_local.data.glue", "fake"]), ("f", ["fairseq_local/data/glue_fake.py"])):
+        r = subprocess.run([sys.executable, *cmd, "--out", str(tmp_path / out), "--tasks", "RTE", "--rows", "50"],
+                           cwd=ROOT, env=ENV, capture_output=True, text=True)
+        assert r.returncode == 0 and r.stdout == "RTE train=50 dev=20 test=20\n", r.stderr
+    for out in ("api", "m", "f"):
+        for split in ("train", "dev", "test"):
+            assert lines(tmp_path / out / "RTE" / f"{split}.tsv") == lines(fake / "RTE" / f"{split}.tsv"), (out, split)
+    r = subprocess.run([sys.executable, "fairseq_local/data/glue.py", "fake", "--out", str(tmp_path / "x"), "--rows", "0"],
+                       cwd=ROOT, env=ENV, capture_output=True, text=True)
+    assert r.returncode == 1 and r.stderr == "error: --rows and --eval-rows must be positive\n"
 
 
 def test_extract_takes_the_recipes_columns(fake):
@@ -122,7 +133,7 @@ def test_missing_task_folder_or_file_is_a_one_line_error(tmp_path, fake):
     (tmp_path / "RTE" / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n")
     with pytest.raises(glue.GlueError, match="missing RTE/dev.tsv"):
         glue.check(str(tmp_path), ["RTE"])
-    r = subprocess.run([sys.executable, "-m", "fairseq_local.data.glue", "check", "--glue-dir", str(tmp_path),
+    r = subprocess.run([sys.executable, "fairseq_local/data/glue.py", "check", "--glue-dir", str(tmp_path),
                         "--tasks", "SST-2"], cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "no task folder 'SST-2'" in r.stderr
@@ -152,24 +163,51 @@ def test_stsb_labels_are_scaled_as_awk_prints_them(tmp_path):
 
 def test_encoders(tmp_path):
     assert glue.encoder("none")("  a   b c ") == "a b c"
-    with pytest.raises(glue.GlueError, match="needs its model"):
+    with pytest.raises(glue.GlueError, match="missing GPT-2 BPE file"):
         glue.encoder("gpt2", str(tmp_path / "missing"))
-    with pytest.raises(glue.GlueError, match="no encoder.json"):
-        glue.encoder("gpt2", str(tmp_path))
-    # GPT-2's byte-level BPE through fairseq's own module, on a toy vocabulary
-    import json
-
-    (tmp_path / "encoder.json").write_text(json.dumps({"h": 0, "i": 1, "hi": 2, "\u0120": 3, "\u0120hi": 4}))
-    (tmp_path / "vocab.bpe").write_text("#version: 0.2\nh i\n\u0120 hi\n")
-    assert glue.encoder("gpt2", str(tmp_path))("hi hi") == "2 4"
+    with pytest.raises(glue.GlueError, match="unknown --bpe 'bert'"):
+        glue.encoder("bert")
     import sentencepiece as spm
 
     corpus = tmp_path / "c.txt"
-    corpus.write_text("\n".join(glue.sentences(200)) + "\n")
+    corpus.write_text("\n".join(glue_fake.sentences(200)) + "\n")
     spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "sp"), vocab_size=100,
                                    minloglevel=2)
     pieces = glue.encoder("sentencepiece", str(tmp_path / "sp.model"))("zol ri .")
     assert pieces.replace(" ", "").replace("\u2581", " ").strip() == "zol ri ."
+    assert pieces == " ".join(spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model")).encode(
+        "zol ri .", out_type=str))
+
+
+GPT2_DIR = ROOT / "data-bin" / "gpt2-bpe"
+# MRPC's first dev pair and an SST-2-like line with non-ASCII text and double spaces.
+GLUE_TEXT = ["He said the foodservice pie business doesn 't fit the company 's long-term growth strategy .",
+             "\"The foodservice pie business does not fit our long-term growth strategy.",
+             "",
+             "  a naïve , 2½-hour “epic” that never   quite lands  "]
+
+
+@pytest.mark.skipif(not all((GPT2_DIR / f).is_file() for f in ("encoder.json", "vocab.bpe")),
+                    reason="GPT-2's encoder.json/vocab.bpe not in data-bin/gpt2-bpe")
+def test_gpt2_bpe_is_fairseqs_gpt2bpe(tmp_path):
+    """--bpe gpt2 gives the ids of fairseq's GPT2BPE (what RoBERTa's hub
+    interface encodes with), through the API and through the encode command
+    as prepare-glue.sh runs it (a plain file, default folder data-bin/gpt2-bpe)."""
+    from fairseq.data.encoders.gpt2_bpe import GPT2BPE, GPT2BPEConfig
+
+    ref = GPT2BPE(GPT2BPEConfig(gpt2_encoder_json=str(GPT2_DIR / "encoder.json"),
+                                gpt2_vocab_bpe=str(GPT2_DIR / "vocab.bpe")))
+    want = [ref.encode(x.strip()) for x in GLUE_TEXT]
+    assert want[0].split()[:4] == ["1544", "531", "262", "2057"] and want[2] == ""  # "He said the food..."
+    enc = glue.encoder("gpt2", str(GPT2_DIR))
+    assert [enc(x) for x in GLUE_TEXT] == want
+    assert ref.decode(want[3]) == GLUE_TEXT[3].strip()
+    (tmp_path / "in").write_text("\n".join(GLUE_TEXT) + "\n", encoding="utf-8")
+    r = subprocess.run([sys.executable, "fairseq_local/data/glue.py", "encode", "--bpe", "gpt2", "--inputs",
+                        str(tmp_path / "in"), "--outputs", str(tmp_path / "out")], cwd=ROOT, env=ENV,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert lines(tmp_path / "out") == want
 
 
 def test_count_reads_the_mmap_index(tmp_path):
