@@ -54,7 +54,8 @@ def test_sweep_pretrains_finetunes_and_evaluates(bert):
     ckpt = torch.load(runs / "roberta_dam_s" / "glue" / "SST-2" / "checkpoint_last.pt", weights_only=False)
     assert any(".self_attn.dam." in k for k in ckpt["model"])  # DAM went on learning while fine-tuning
     table = (runs / "table4.md").read_text()
-    assert "| All Band6 120Tied | roberta_band6_120_tied | 8,256 |" in table  # 2,304 + 2 x 12 x (4 x 48^2 ... )
+    # d = 48, d_h = 4: one tied Wq/Wk (2 x 4 x 48), Wv/Wo in 12 layers (12 x 2 x 48^2), 24 untied heads' Wq/Wk
+    assert f"| All Band6 120Tied | roberta_band6_120_tied | {384 + 55_296 + 24 * 384:,} |" in table
     assert "| BERT-base (fairseq) | roberta_base | 110,592 |" in table
 
 
