@@ -32,12 +32,3 @@ class LabelSmoothedCrossEntropyWithSparsity(SparsityLoss, LabelSmoothedCrossEntr
     @classmethod
     def build_criterion(cls, cfg, task):
         return cls(cfg, task)
-
-    @classmethod
-    def reduce_metrics(cls, logging_outputs) -> None:
-        super().reduce_metrics(logging_outputs)
-        cls.reduce_sparsity_metrics(logging_outputs)
-
-    @staticmethod
-    def logging_outputs_can_be_summed() -> bool:
-        return True

@@ -22,12 +22,3 @@ class MaskedLmWithSparsity(SparsityLoss, MaskedLmLoss):
     def __init__(self, cfg: MaskedLmWithSparsityConfig, task):
         super().__init__(cfg, task)
         self.init_sparsity(cfg)
-
-    @classmethod
-    def reduce_metrics(cls, logging_outputs) -> None:
-        super().reduce_metrics(logging_outputs)
-        cls.reduce_sparsity_metrics(logging_outputs)
-
-    @staticmethod
-    def logging_outputs_can_be_summed() -> bool:
-        return True

@@ -139,6 +139,17 @@ class SparsityLoss:
             log[name] = float(term) * sample_size
         return total, log
 
+    @classmethod
+    def reduce_metrics(cls, logging_outputs) -> None:
+        """The criterion's own metrics, then the penalties and rates."""
+        super().reduce_metrics(logging_outputs)
+        cls.reduce_sparsity_metrics(logging_outputs)
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        """Every logged rate is a (sum, count) pair (see the module docstring)."""
+        return True
+
     @staticmethod
     def reduce_sparsity_metrics(logging_outputs) -> None:
         def total(key: str) -> float:

@@ -36,7 +36,7 @@ from ..modules.learned import AxisSelector
 from ..modules.options import add_attention_args, set_attention_defaults
 from ..modules.sparsity import SparsityTerms
 from .archs import ROBERTA_ARCHS
-from .transformer import LocalTransformerEncoder
+from .transformer import LocalTransformerEncoder, register_named_archs
 
 
 class LocalRobertaEncoder(RobertaEncoder):
@@ -105,15 +105,7 @@ def local_roberta_large_architecture(args) -> None:
     set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads)
 
 
-def _register_named_arch(arch: str, layout: str, defaults: dict) -> None:
-    @register_model_architecture("roberta_local", arch)
-    def arch_fn(args) -> None:
-        args.attn_layout = getattr(args, "attn_layout", None) or layout
-        local_roberta_base_architecture(args, **defaults)
-
-
-for _cfg in ROBERTA_ARCHS:
-    _register_named_arch(_cfg.arch, _cfg.layout, dict(_cfg.defaults))
+register_named_archs("roberta_local", ROBERTA_ARCHS, local_roberta_base_architecture)
 
 
 def build_roberta(arch: str, overrides: Optional[dict] = None, vocab_size: int = 64,

@@ -177,15 +177,21 @@ def local_base_architecture(args, **attention_defaults) -> None:
     set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads, **attention_defaults)
 
 
-def _register_named_arch(arch: str, layout: str, defaults: dict) -> None:
-    @register_model_architecture("transformer_local", arch)
-    def arch_fn(args) -> None:
-        args.attn_layout = getattr(args, "attn_layout", None) or layout
-        local_base_architecture(args, **defaults)
+def register_named_archs(model: str, configs, base_architecture) -> None:
+    """Register each :class:`~fairseq_local.models.archs.PaperConfig` as an
+    arch of ``model``: its layout (unless ``--attn-layout`` is given) and
+    its attention defaults on top of ``base_architecture``."""
+    def register(cfg) -> None:
+        @register_model_architecture(model, cfg.arch)
+        def arch_fn(args) -> None:
+            args.attn_layout = getattr(args, "attn_layout", None) or cfg.layout
+            base_architecture(args, **dict(cfg.defaults))
+
+    for cfg in configs:
+        register(cfg)
 
 
-for _cfg in NAMED_ARCHS:
-    _register_named_arch(_cfg.arch, _cfg.layout, dict(_cfg.defaults))
+register_named_archs("transformer_local", NAMED_ARCHS, local_base_architecture)
 
 
 def build_encoder(arch: str, overrides: Optional[dict] = None, vocab_size: int = 64):
@@ -206,4 +212,4 @@ def build_encoder(arch: str, overrides: Optional[dict] = None, vocab_size: int =
 
 
 __all__ = ["LocalTransformerEncoder", "LocalTransformerEncoderLayer", "LocalTransformerModel",
-           "build_encoder", "encoder_attention_weight_count", "local_encoder"]
+           "build_encoder", "encoder_attention_weight_count", "local_encoder", "register_named_archs"]

@@ -149,3 +149,18 @@ def test_ends_are_the_special_tokens():
     expected = torch.zeros(5, 5)
     expected[0, :] = expected[-1, :] = expected[:, 0] = expected[:, -1] = 1
     assert torch.equal(pattern.float(), expected)
+
+
+def test_update_count_reaches_the_sparsity_terms():
+    """fairseq's set_num_updates reaches the attention modules (RoBERTa has
+    no encoder.num_updates): the AAA hinge weight schedule reads it."""
+    model = build_roberta("roberta_aaa", TINY).train()
+    model.set_num_updates(7)
+    terms = model.get_sparsity_terms(model(_tokens([6, 9])))
+    assert terms.num_updates == 7
+    from fairseq_local.criteria.sparsity import SparsityLoss, SparsityLossConfig
+
+    crit = SparsityLoss()
+    crit.init_sparsity(SparsityLossConfig(aaa_alpha=10.0, aaa_target=0.9, aaa_alpha_updates=14))
+    _, log = crit.penalties(terms, sample_size=1)
+    assert log["aaa_alpha_sum"] == 5.0  # 10 x 7/14
