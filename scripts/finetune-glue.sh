@@ -14,7 +14,10 @@
 #     and the per-task hyperparameters.
 # --checkpoint: the pretrained model, loaded with --finetune-from-model (the
 #     classification head is new; re-running resumes from SAVE_DIR/checkpoint_last.pt).
-# --arch: default roberta_local_base; --criterion: default
+# --arch: default the checkpoint's arch (another one is an error: convert the
+#     checkpoint with fairseq-local convert-roberta), which also gives the
+#     attention layout, mask mode and --max-positions; without a checkpoint
+#     roberta_local_base and 512. --criterion: default
 #     sentence_prediction_with_sparsity (fairseq's sentence_prediction plus the
 #     sparsity terms of learned masks).
 # Recipes:
@@ -44,8 +47,8 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-DATA="" SAVE="" CKPT="" TASK="" ARCH=roberta_local_base RECIPE=roberta CRITERION=sentence_prediction_with_sparsity
-NCLS="" REGRESSION=0 HEAD="" LR="" BSZ="" EPOCHS="" MAXUPD="" MAXPOS=512 CPU=0 DRY=0
+DATA="" SAVE="" CKPT="" TASK="" ARCH="" RECIPE=roberta CRITERION=sentence_prediction_with_sparsity
+NCLS="" REGRESSION=0 HEAD="" LR="" BSZ="" EPOCHS="" MAXUPD="" MAXPOS="" CPU=0 DRY=0
 AAA_ALPHA=1.0 AAA_TARGET="" AAA_SCHEDULE=linear
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -79,7 +82,35 @@ done
 [ -n "$DATA" ] && [ -n "$SAVE" ] || die "--data and --save-dir are required (see --help)"
 [ -f "$DATA/input0/dict.txt" ] && [ -f "$DATA/input0/train.idx" ] \
   || die "no GLUE task data in '$DATA' (expected input0/, label/: run scripts/prepare-glue.sh)"
-[ -z "$CKPT" ] || [ -f "$CKPT" ] || die "no checkpoint '$CKPT'"
+[ -z "$CKPT" ] || [ -f "$CKPT" ] || [ "$DRY" = 1 ] || die "no checkpoint '$CKPT'"
+# The pretrained model decides the arch, its attention layout and mode, and the
+# positions: fixed-mask archs share their state-dict keys with the all-global
+# one, so a different --arch would load "strictly" and fine-tune other heads.
+ATTN=()
+if [ -f "$CKPT" ]; then
+  read -r CK_ARCH CK_POS CK_LAYOUT CK_MODE < <(python - "$CKPT" <<'PY'
+import sys
+import torch
+try:
+    state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+    cfg = (state.get("cfg") or {}).get("model") if state.get("cfg") is not None else state.get("args")
+    assert cfg is not None
+except Exception:
+    print("! - - -")
+    sys.exit(0)
+get = (lambda k: cfg.get(k)) if hasattr(cfg, "get") else (lambda k: getattr(cfg, k, None))
+values = [get("arch") or get("_name"), get("max_positions"), get("attn_layout"), get("mask_mode")]
+print(" ".join(str(v) if v not in (None, "") else "-" for v in values))
+PY
+)
+  [ "$CK_ARCH" != "!" ] || die "'$CKPT' is not a fairseq checkpoint"
+  [ -n "$ARCH" ] || ARCH="$CK_ARCH"
+  [ "$ARCH" = "$CK_ARCH" ] || die "--arch $ARCH differs from the checkpoint's arch $CK_ARCH (convert it with fairseq-local convert-roberta)"
+  [ -n "$MAXPOS" ] || [ "$CK_POS" = - ] || MAXPOS="$CK_POS"
+  [ "$CK_LAYOUT" = - ] || ATTN+=(--attn-layout "$CK_LAYOUT")
+  [ "$CK_MODE" = - ] || ATTN+=(--mask-mode "$CK_MODE")
+fi
+ARCH="${ARCH:-roberta_local_base}" MAXPOS="${MAXPOS:-512}"
 TASK="${TASK:-$(basename "${DATA%/}")}"; TASK="${TASK%-bin}"
 for v in "${NCLS:-1}" "${BSZ:-1}" "${EPOCHS:-1}" "${MAXUPD:-1}" "$MAXPOS"; do
   [[ "$v" =~ ^[1-9][0-9]*$ ]] || die "--num-classes, --batch-size, --max-epoch, --max-update and --max-positions take positive integers, not '$v'"
@@ -146,8 +177,11 @@ fi
 if [ "$CPU" = 1 ]; then cmd+=(--cpu)
 else cmd+=(--fp16 --fp16-init-scale 4 --threshold-loss-scale 1 --fp16-scale-window 128 --find-unused-parameters); fi
 cmd+=(--no-epoch-checkpoints --save-dir "$SAVE" --tensorboard-logdir "$SAVE/tb"
-  --log-format simple --log-interval 100 "$@")
+  --log-format simple --log-interval 100 ${ATTN[@]+"${ATTN[@]}"} "$@")
 if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi
+if { [ -z "$EPOCHS" ] || [ -n "$MAXUPD" ]; } && [ "$(checkpoint_updates "$SAVE/checkpoint_last.pt")" -ge "$TOTAL" ]; then
+  log "skip: $SAVE already at update $TOTAL"; exit 0
+fi
 mkdir -p "$SAVE"
 { printf '%q ' "${cmd[@]}"; echo; } > "$SAVE/command.sh"
 log "fine-tuning $ARCH on $TASK ($N sentences; recipe $RECIPE: lr $LR, batch $BSZ x $UPDATE_FREQ, $TOTAL updates, $WARM warm-up) into $SAVE"

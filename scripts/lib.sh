@@ -74,3 +74,34 @@ require_pair() {
     *) die "unsupported language pair '$1' (en-de or en-ru)" ;;
   esac
 }
+
+# checkpoint_updates FILE : the update count stored in a fairseq checkpoint
+# (0 when there is none). fairseq-train, re-run on a finished --max-update
+# run, would train one more update, so the training scripts check this first.
+checkpoint_updates() {
+  [ -f "$1" ] || { echo 0; return 0; }
+  python - "$1" <<'PY'
+import sys
+import torch
+state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+print(int((state.get("optimizer_history") or [{}])[-1].get("num_updates", 0)))
+PY
+}
+
+# require_roberta_archs ARCH... : each is a registered RoBERTa arch (this
+# plugin's or fairseq's own), checked before any training starts.
+require_roberta_archs() {
+  local err
+  err="$(python - "$@" 2>/dev/null <<'PY'
+import sys
+import fairseq_local  # noqa: F401  (registers the archs)
+from fairseq.models import ARCH_MODEL_REGISTRY
+from fairseq.models.roberta import RobertaModel
+bad = [a for a in sys.argv[1:] if not issubclass(ARCH_MODEL_REGISTRY.get(a, object), RobertaModel)]
+if bad:
+    print(f"'{bad[0]}' is not a RoBERTa arch (roberta_local_base, roberta_band6, ..., or fairseq's "
+          "roberta_base; see fairseq-local configs)")
+PY
+)" || die "cannot check the arch names (run scripts/setup_env.sh)"
+  [ -z "$err" ] || die "$err"
+}

@@ -29,9 +29,10 @@
 # --out DIR          default data-bin/bert-corpus.
 # --bpe KIND         sentencepiece (default) or gpt2.
 # --gpt2-dir DIR     GPT-2's encoder.json and vocab.bpe (checked by SHA-256);
-#                    default data-bin/gpt2-bpe, fetched there if missing by
-#                    "python fairseq_local/data/tokenizers.py fetch-gpt2" (pip
-#                    download of openai-whisper==20230124 from PyPI).
+#                    default data-bin/gpt2-bpe, which scripts/setup_env.sh
+#                    fills ("python fairseq_local/data/tokenizers.py fetch-gpt2":
+#                    pip download of openai-whisper==20230124 from PyPI);
+#                    nothing is downloaded here.
 # --srcdict FILE     with gpt2: RoBERTa's dict.txt (GPT-2 symbols by frequency)
 #                    instead of a dictionary counted on this corpus.
 # --vocab-size N     SentencePiece pieces (default 30000, about BERT's WordPiece
@@ -161,10 +162,8 @@ else
     log "skip: GPT-2 BPE files already in $BPEDIR"
   else
     src="${GPT2_DIR:-$FAIRSEQ_LOCAL_ROOT/data-bin/gpt2-bpe}"
-    if [ -z "$GPT2_DIR" ] && [ ! -f "$src/encoder.json" ]; then
-      log "fetching GPT-2's encoder.json and vocab.bpe into $src (pip download openai-whisper==20230124)"
-      python "$TOK_PY" fetch-gpt2 --dest "$src" >&2
-    fi
+    [ -n "$GPT2_DIR" ] || [ -f "$src/encoder.json" ] || die "no GPT-2 BPE files in $src: run scripts/setup_env.sh \
+(python fairseq_local/data/tokenizers.py fetch-gpt2) or give --gpt2-dir DIR"
     python "$TOK_PY" check-gpt2 "$src" >&2
     cp "$src/encoder.json" "$src/vocab.bpe" "$BPEDIR/"
     step_finish "$BPEDIR/.tokeniser.done" "$BPEDIR/config.txt" "${CODES[@]}"

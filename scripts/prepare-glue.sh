@@ -29,7 +29,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-GLUE="" OUT="data-bin/glue" DICT="" BPE=gpt2 BPE_MODEL="" WORKERS=2
+GLUE="" OUT="$FAIRSEQ_LOCAL_ROOT/data-bin/glue" DICT="" BPE=gpt2 BPE_MODEL="" WORKERS=2
 TASKS="CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI"
 while [ $# -gt 0 ]; do
   case "$1" in

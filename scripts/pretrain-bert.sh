@@ -32,8 +32,8 @@
 # masked_lm for fixed layouts. --cpu trains on the CPU (small runs). Anything
 # after "--" goes to both phases' fairseq-train last and overrides these.
 # TensorBoard logs in each phase's tb/; SAVE_DIR/checkpoint_last.pt links to
-# the last phase's checkpoint (the model to fine-tune). Re-running resumes: a finished phase is
-# skipped by fairseq itself, an interrupted one resumes from its
+# the last phase's checkpoint (the model to fine-tune). Re-running resumes: a
+# finished phase is skipped, an interrupted one resumes from its
 # checkpoint_last.pt, and phase 2 starts from phase 1's last checkpoint.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -62,7 +62,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$ARCH" ] || die "missing ARCH: a RoBERTa arch such as roberta_band6 (see --help)"
-case "$ARCH" in roberta_*) ;; *) die "'$ARCH' is not a RoBERTa arch (roberta_local_base, roberta_band6, ...)" ;; esac
 [[ "$LENGTHS" =~ ^[0-9]+,[0-9]+$ ]] || die "--lengths must be two lengths 'L1,L2', not '$LENGTHS'"
 LEN1="${LENGTHS%,*}" LEN2="${LENGTHS#*,}"
 for n in "$UPD" "$UPD512" "$BSZ" "$UF" "$WARM" "$MAXPOS"; do
@@ -75,8 +74,9 @@ done
 DATA="${DATA:-$FAIRSEQ_LOCAL_ROOT/data-bin/bert-corpus}"
 SAVE="${SAVE:-$FAIRSEQ_LOCAL_ROOT/runs/bert/$ARCH}"
 [ -f "$DATA/dict.txt" ] || die "no fairseq dictionary '$DATA/dict.txt' (run scripts/prepare-bert-corpus.sh first)"
+require_roberta_archs "$ARCH"
 TOTAL=$((UPD + UPD512))
-[ "$WARM" -lt "$TOTAL" ] || WARM=$((TOTAL / 10))
+[ "$WARM" -lt "$TOTAL" ] || die "--warmup $WARM must be smaller than the $TOTAL updates of both phases"
 
 # phase NAME LENGTH MAX_UPDATE [RESTORE]: one fairseq-train run.
 phase() {
@@ -96,6 +96,10 @@ phase() {
   fi
   cmd+=("$@")
   if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; return 0; fi
+  if [ "$(checkpoint_updates "$dir/checkpoint_last.pt")" -ge "$max" ]; then
+    log "skip: $ARCH $name already at update $max ($dir/checkpoint_last.pt)"
+    return 0
+  fi
   mkdir -p "$dir"
   { printf '%q ' "${cmd[@]}"; echo; } > "$dir/command.sh"
   log "pretraining $ARCH, $name: length $len up to update $max (log: $dir/train.log)"

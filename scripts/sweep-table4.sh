@@ -18,8 +18,9 @@
 #   --runs-root DIR  default runs/bert: RUNS/ARCH/ holds the pretraining phases
 #                  and checkpoint_last.pt, RUNS/ARCH/glue/TASK/ the fine-tuning
 #                  run, RUNS/ARCH/glue/eval/TASK.json its dev metrics
-#   --pretrain-args "ARGS"   extra arguments of scripts/pretrain-bert.sh (word
-#                  split; e.g. "--updates 1000 -- --encoder-embed-dim 256")
+#   --pretrain-args "ARGS"   extra arguments of scripts/pretrain-bert.sh (split
+#                  at spaces, so no value may contain one; e.g.
+#                  "--updates 1000 -- --encoder-embed-dim 256")
 #   --finetune-args "ARGS"   extra arguments of scripts/finetune-glue.sh
 #   --cpu          train on the CPU; --dry-run prints the commands only
 # Steps run one after the other on this machine; every step resumes or skips
@@ -58,14 +59,19 @@ for task in $TASKS; do
   [ -d "$GLUE_BIN/$task-bin" ] || die "no prepared GLUE task '$GLUE_BIN/$task-bin' (run scripts/prepare-glue.sh)"
 done
 [ -d "$GLUE_DIR" ] || die "no GLUE folder '$GLUE_DIR' (--glue-dir)"
+# shellcheck disable=SC2086
+require_roberta_archs $CONFIGS
 SCRIPTS="$FAIRSEQ_LOCAL_ROOT/scripts"
 DRYOPT=(); [ "$DRY" = 0 ] || DRYOPT=(--dry-run)
 
-# Split "A -- B" into the script's own options and the fairseq ones after "--".
+# Split "A -- B" into the script's own options and the fairseq ones after "--"
+# (words split at whitespace, without pathname expansion: no value may contain
+# a space).
 split_args() {  # split_args "STRING" OWN_ARRAY FAIRSEQ_ARRAY
   local -n own="$2" fs="$3"; own=() fs=()
-  local seen=0 w
-  for w in $1; do
+  local seen=0 w words
+  read -ra words <<< "$1"
+  for w in ${words[@]+"${words[@]}"}; do
     if [ "$seen" = 0 ] && [ "$w" = "--" ]; then seen=1
     elif [ "$seen" = 0 ]; then own+=("$w"); else fs+=("$w"); fi
   done

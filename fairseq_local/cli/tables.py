@@ -112,6 +112,12 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     if args.tasks and not args.bert:
         parser.error("--tasks needs --bert")
+    if args.tasks:
+        from ..data.glue import TASKS as GLUE_TASKS
+
+        unknown = [t for t in args.tasks if t not in GLUE_TASKS]
+        if unknown:
+            parser.error(f"unknown GLUE task '{unknown[0]}' (one of {', '.join(GLUE_TASKS)})")
     root = args.runs_root or Path("runs/bert" if args.bert else "runs")
     if not root.is_dir():
         parser.error(f"no runs directory '{root}'")

@@ -101,6 +101,7 @@ def get_config(key: str) -> PaperConfig:
     """A named architecture by paper letter or arch name (``transformer_``
     may be left out)."""
     for cfg in NAMED_ARCHS + TABLE4_CONFIGS + ROBERTA_METHOD_CONFIGS:
-        if key and key in (cfg.letter, cfg.arch, cfg.arch[len("transformer_"):]):
+        short = cfg.arch[len("transformer_"):] if cfg.arch.startswith("transformer_") else None
+        if key and key in (cfg.letter, cfg.arch, short):
             return cfg
     raise KeyError(f"no configuration '{key}' (letters a-l or a named arch)")

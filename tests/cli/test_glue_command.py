@@ -104,14 +104,40 @@ def dry(*args):
     return {k: v for k, v in zip(out, out[1:]) if k.startswith("--")}, out
 
 
+def fake_checkpoint(path, **model):
+    import torch
+
+    torch.save({"cfg": {"model": model}, "model": {}}, path)
+    return str(path)
+
+
+def test_finetune_takes_arch_layout_and_positions_from_the_checkpoint(tmp_path):
+    data = fake_bin(tmp_path / "SST-2-bin", 64)
+    ckpt = fake_checkpoint(tmp_path / "c.pt", arch="roberta_band6", max_positions=128,
+                           attn_layout="[band-6*12]*12", mask_mode="post")
+    opts, out = dry("--data", str(data), "--checkpoint", ckpt)
+    assert opts["--arch"] == "roberta_band6" and opts["--max-positions"] == "128"
+    assert opts["--attn-layout"] == r"\[band-6\*12\]\*12" and opts["--mask-mode"] == "post"  # printf %q
+    opts, _ = dry("--data", str(data), "--checkpoint", ckpt, "--max-positions", "64")
+    assert opts["--max-positions"] == "64"
+    for args, message in [(["--arch", "roberta_local_base"], "error: --arch roberta_local_base differs from the "
+                            "checkpoint's arch roberta_band6 (convert it with fairseq-local convert-roberta)"),
+                          ([], f"error: '{__file__}' is not a fairseq checkpoint")]:
+        c = ckpt if args else __file__
+        r = run(["bash", "scripts/finetune-glue.sh", "--data", str(data), "--save-dir", "s", "--checkpoint", c,
+                 "--dry-run", *args], check=False)
+        assert r.returncode != 0 and r.stderr.strip() == message
+
+
 def test_finetune_recipes(tmp_path):
     rte = fake_bin(tmp_path / "RTE-bin", 2490)
-    opts, out = dry("--data", str(rte), "--checkpoint", __file__)
+    ckpt = fake_checkpoint(tmp_path / "c.pt", arch="roberta_local_base", max_positions=512)
+    opts, out = dry("--data", str(rte), "--checkpoint", ckpt)
     # fairseq's published RTE schedule on the official training set
     assert opts["--lr"] == "2e-5" and opts["--batch-size"] == "16" and opts["--num-classes"] == "2"
     assert opts["--total-num-update"] == "2036" and opts["--warmup-updates"] == "122" and opts["--max-epoch"] == "10"
     assert opts["--arch"] == "roberta_local_base" and opts["--criterion"] == "sentence_prediction_with_sparsity"
-    assert opts["--finetune-from-model"] == __file__ and "--fp16" in out and "--maximize-best-checkpoint-metric" in out
+    assert opts["--finetune-from-model"] == ckpt and "--fp16" in out and "--maximize-best-checkpoint-metric" in out
     assert opts["--max-positions"] == "512" and opts["--init-token"] == "0" and opts["--separator-token"] == "2"
     small = fake_bin(tmp_path / "MNLI-bin", 100)  # 10 epochs of 4 batches of 32, 6% warm-up
     opts, out = dry("--data", str(small), "--cpu", "--classification-head-name", "h", "--", "--seed", "7")
@@ -137,7 +163,8 @@ def test_finetune_errors_are_one_line(tmp_path):
     base = ["bash", "scripts/finetune-glue.sh", "--save-dir", "s", "--dry-run"]
     one_line_error(run(base + ["--data", str(data), "--recipe", "aaa"], check=False), "--aaa-target")
     one_line_error(run(base + ["--data", str(tmp_path)], check=False), "no GLUE task data")
-    one_line_error(run(base + ["--data", str(data), "--checkpoint", "nope.pt"], check=False), "no checkpoint")
+    # (a dry run may name a checkpoint that pretraining has not written yet: sweep-table4.sh --dry-run)
+    one_line_error(run(base[:-1] + ["--data", str(data), "--checkpoint", "nope.pt"], check=False), "no checkpoint")
     one_line_error(run(base + ["--data", str(data), "--recipe", "x"], check=False), "unknown --recipe")
     other = fake_bin(tmp_path / "Custom-bin", 10)
     one_line_error(run(base + ["--data", str(other)], check=False), "unknown GLUE task")

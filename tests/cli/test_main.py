@@ -128,6 +128,7 @@ def test_unknown_command_is_one_line():
     (["results", "/nonexistent"], "error: no runs directory '/nonexistent'"),
     (["tables", "--runs-root", "/nonexistent"], "error: no runs directory '/nonexistent'"),
     (["tables", "--tasks", "SST-2"], "error: --tasks needs --bert"),
+    (["tables", "--bert", "--tasks", "SST2"], "error: unknown GLUE task 'SST2' (one of CoLA, SST-2, "),
     (["gates", "/nonexistent.pt"], "error: [Errno 2] No such file or directory: '/nonexistent.pt'"),
 ])
 def test_bad_input_is_one_error_line(argv, message, capsys):

@@ -59,6 +59,25 @@ def test_sweep_pretrains_finetunes_and_evaluates(bert):
     assert "| BERT-base (fairseq) | roberta_base | 110,592 |" in table
 
 
+def test_sweep_dry_run_prints_every_command_and_writes_nothing(bert, tmp_path):
+    runs = tmp_path / "runs"
+    out = run(["bash", "scripts/sweep-table4.sh", "--configs", "roberta_band2 roberta_band6_all_tied",
+               "--tasks", "SST-2", "--corpus", str(bert / "corpus"), "--glue-bin", str(bert / "glue"),
+               "--glue-dir", str(bert / "glue-raw"), "--runs-root", str(runs), "--cpu", "--dry-run",
+               "--pretrain-args", "--updates 10 --warmup 1 -- --attn-layout [band-2*12]*12"]).stdout
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines] == ["fairseq-train"] * 6  # 2 x (2 phases + 1 fine-tuning)
+    assert sum("--task masked_lm --arch roberta_band6_all_tied" in line for line in lines) == 2
+    assert sum("--finetune-from-model" in line for line in lines) == 2
+    assert all(r"--attn-layout \[band-2\*12\]\*12" in line for line in lines if "masked_lm" in line)
+    assert not runs.exists()
+    bad = run(["bash", "scripts/sweep-table4.sh", "--configs", "roberta_band6 roberta_bnad2", "--tasks", "SST-2",
+               "--corpus", str(bert / "corpus"), "--glue-bin", str(bert / "glue"), "--glue-dir",
+               str(bert / "glue-raw"), "--runs-root", str(runs), "--cpu"], check=False)
+    assert bad.returncode != 0 and bad.stderr.strip().splitlines()[-1].startswith(
+        "error: 'roberta_bnad2' is not a RoBERTa arch") and not runs.exists()
+
+
 def test_aaa_from_a_converted_full_attention_model(bert, tmp_path):
     runs = bert / "runs"
     converted = tmp_path / "aaa.pt"

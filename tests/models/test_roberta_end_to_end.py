@@ -54,9 +54,17 @@ def test_two_phases_resume_and_loss_falls(mlm_data, tmp_path):
     log = (save / "len32" / "train.log").read_text()
     losses = [float(line.split(" loss=")[1].split(",")[0]) for line in log.splitlines() if " loss=" in line]
     assert losses[-1] < losses[0]
-    # A re-run resumes phase 2 from its own checkpoint and trains no further.
+    # A re-run skips both finished phases and trains no further.
     r = pretrain(mlm_data, "roberta_band6_120_tied", save, updates=6, updates_512=2)
-    assert "Loaded checkpoint" in r.stdout + r.stderr and "len64/checkpoint_last.pt (epoch" in r.stdout + r.stderr
+    assert "skip: roberta_band6_120_tied len32 already at update 6" in r.stderr
+    assert "skip: roberta_band6_120_tied len64 already at update 8" in r.stderr
+    again = torch.load(save / "len64" / "checkpoint_last.pt", weights_only=False)
+    assert again["optimizer_history"][-1]["num_updates"] == 8
+    # An interrupted phase 2 (its checkpoint at update 7) resumes from its own checkpoint.
+    second["optimizer_history"][-1]["num_updates"] = 7
+    torch.save(second, save / "len64" / "checkpoint_last.pt")
+    r = pretrain(mlm_data, "roberta_band6_120_tied", save, updates=6, updates_512=2)
+    assert "len64/checkpoint_last.pt (epoch" in r.stdout + r.stderr
     assert tb_tags(save / "len32" / "tb" / "train", "scalars") >= {"loss", "rho", "ppl"}
 
 
