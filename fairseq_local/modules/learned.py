@@ -298,8 +298,13 @@ class AxisSelector(nn.Module):
 
     def indicators(self, x: Tensor, tau: float) -> Tensor:
         """x (T, B, d) -> (2, B, T): I_r and I_c, exactly 0/1.  Training: the
-        straight-through Gumbel-sigmoid sample (Eq. 11); evaluation: 1[logit > 0]."""
-        logits = self.fc(x).permute(2, 1, 0)  # (2, B, T)
+        straight-through Gumbel-sigmoid sample (Eq. 11); evaluation: 1[logit > 0].
+
+        The FC layer reads ``x`` without back-propagating into it: through
+        C·(1 − B), C = −1e4, the straight-through gradient is ~1e4 times the
+        task's, and flowing into the residual stream it would compound layer
+        by layer (a gradient norm of ~1e18 after 12 layers)."""
+        logits = self.fc(x.detach()).permute(2, 1, 0)  # (2, B, T)
         if not self.training:
             return (logits > 0).to(x.dtype)
         return gumbel_sigmoid(logits, tau, hard=True)
