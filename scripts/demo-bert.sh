@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The BERT half end to end on generated stand-ins (about 15 minutes on 2 CPU
-# cores), the counterpart of scripts/demo.sh:
+# The BERT half end to end on generated stand-ins (about 16 minutes on 2 CPU
+# cores after the first setup), the counterpart of scripts/demo.sh:
 #   1. stand-ins in the real formats (a bz2 MediaWiki dump, a zip of
 #      Gutenberg-style books, a GLUE folder), the pretraining corpus
 #      (scripts/prepare-bert-corpus.sh, SentencePiece) and two GLUE tasks
