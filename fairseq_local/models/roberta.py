@@ -36,7 +36,7 @@ from ..modules.learned import AxisSelector
 from ..modules.options import add_attention_args, set_attention_defaults
 from ..modules.sparsity import SparsityTerms
 from .archs import ROBERTA_ARCHS
-from .transformer import LocalTransformerEncoder, register_named_archs
+from .transformer import LocalTransformerEncoder, dummy_dictionary, register_named_archs
 
 
 class LocalRobertaEncoder(RobertaEncoder):
@@ -117,10 +117,7 @@ def build_roberta(arch: str, overrides: Optional[dict] = None, vocab_size: int =
 
     args = argparse.Namespace(**(overrides or {}))
     ARCH_CONFIG_REGISTRY[arch](args)
-    if dictionary is None:
-        dictionary = Dictionary()
-        for i in range(vocab_size - len(dictionary)):
-            dictionary.add_symbol(f"w{i}")
+    dictionary = dictionary if dictionary is not None else dummy_dictionary(vocab_size)
     task = argparse.Namespace(source_dictionary=dictionary, max_positions=lambda: 512)
     return ARCH_MODEL_REGISTRY[arch].build_model(args, task)
 

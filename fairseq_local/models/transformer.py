@@ -162,12 +162,26 @@ def local_encoder(model: nn.Module) -> nn.Module:
     return getattr(encoder, "sentence_encoder", encoder)
 
 
-def encoder_attention_weight_count(model: nn.Module) -> int:
-    """Unique ≥2-D parameters reachable from the encoder layers' ``self_attn``
-    (a shared tensor once), for NMT and RoBERTa models and bare encoders."""
-    layers = local_encoder(model).layers
-    unique = {id(p): p.numel() for layer in layers for p in layer.self_attn.parameters() if p.dim() >= 2}
+def attention_weight_count(modules) -> int:
+    """Unique ≥2-D parameters of attention ``modules`` (a shared tensor once)."""
+    unique = {id(p): p.numel() for m in modules for p in m.parameters() if p.dim() >= 2}
     return sum(unique.values())
+
+
+def encoder_attention_weight_count(model: nn.Module) -> int:
+    """:func:`attention_weight_count` of the encoder layers' ``self_attn``, for
+    NMT and RoBERTa models and bare encoders."""
+    return attention_weight_count(layer.self_attn for layer in local_encoder(model).layers)
+
+
+def dummy_dictionary(vocab_size: int):
+    """A fairseq Dictionary of ``vocab_size`` symbols (specials included)."""
+    from fairseq.data import Dictionary
+
+    dictionary = Dictionary()
+    for i in range(vocab_size - len(dictionary)):
+        dictionary.add_symbol(f"w{i}")
+    return dictionary
 
 
 @register_model_architecture("transformer_local", "transformer_local")
@@ -197,19 +211,17 @@ register_named_archs("transformer_local", NAMED_ARCHS, local_base_architecture)
 def build_encoder(arch: str, overrides: Optional[dict] = None, vocab_size: int = 64):
     """Build the encoder of a registered arch (Transformer-base unless
     overridden) over a dummy dictionary of ``vocab_size`` symbols."""
-    from fairseq.data import Dictionary
     from fairseq.models import ARCH_CONFIG_REGISTRY
     from fairseq.models.transformer import TransformerConfig, TransformerModel
 
     args = argparse.Namespace(**(overrides or {}))
     ARCH_CONFIG_REGISTRY[arch](args)
     cfg = TransformerConfig.from_namespace(args)
-    dictionary = Dictionary()
-    for i in range(vocab_size - len(dictionary)):
-        dictionary.add_symbol(f"w{i}")
+    dictionary = dummy_dictionary(vocab_size)
     embed = TransformerModel.build_embedding(args, dictionary, cfg.encoder.embed_dim)
     return LocalTransformerModel.build_encoder(cfg, dictionary, embed)
 
 
 __all__ = ["LocalTransformerEncoder", "LocalTransformerEncoderLayer", "LocalTransformerModel",
-           "build_encoder", "encoder_attention_weight_count", "local_encoder", "register_named_archs"]
+           "attention_weight_count", "build_encoder", "dummy_dictionary", "encoder_attention_weight_count",
+           "local_encoder", "register_named_archs"]
