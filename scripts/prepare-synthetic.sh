@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Generate the seeded synthetic corpus (fairseq_local.data.synthetic), learn and
-# apply joint BPE, and binarise it. Idempotent: a re-run skips finished steps;
-# changed generator options regenerate everything.
+# apply joint BPE, and binarise it. The gold dependency trees of the source side
+# are written next to the text as OUT/raw/{split}.src.conllu. Idempotent: a re-run
+# skips finished steps; changed generator options regenerate everything.
 #
 # Usage: scripts/prepare-synthetic.sh [--out DIR] [--merges N] [GENERATOR_OPTIONS...]
 # Generator options (python -m fairseq_local.data.synthetic --help) override the
@@ -25,13 +26,13 @@ while [ $# -gt 0 ]; do
 done
 
 RAW="$OUT/raw"
-raw_files=("$RAW"/{train,valid,test}.{src,tgt})
+raw_files=("$RAW"/{train,valid,test}.{src,tgt} "$RAW"/{train,valid,test}.src.conllu)
 mkdir -p "$RAW"
 echo "${GEN[*]}" > "$RAW/.config.new"
 if ! { cmp -s "$RAW/.config.new" "$RAW/.config" && step_done "$RAW/.done" "${raw_files[@]}"; }; then
   log "generating the synthetic corpus (${GEN[*]}) in $RAW"
   rm -rf "$OUT/bpe" "$OUT/.binarize.done"
-  python -m fairseq_local.data.synthetic --out-dir "$RAW" "${GEN[@]}"
+  python -m fairseq_local.data.synthetic --out-dir "$RAW" --trees "${GEN[@]}"
   mv "$RAW/.config.new" "$RAW/.config"
   step_finish "$RAW/.done" "${raw_files[@]}"
 fi

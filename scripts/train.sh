@@ -9,7 +9,8 @@
 # label smoothing 0.1, shared embeddings over the joined dictionary. Anything
 # after "--" is passed to fairseq-train last, so it overrides these defaults.
 # Writes SAVE_DIR/{checkpoint*.pt,train.log,command.sh} and TensorBoard logs
-# under SAVE_DIR/tb. Re-running resumes from SAVE_DIR/checkpoint_last.pt.
+# under SAVE_DIR/tb. Re-running resumes from SAVE_DIR/checkpoint_last.pt; a run
+# that has reached its --max-update is skipped.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -36,6 +37,21 @@ cmd=(fairseq-train "$DATA" --user-dir "$USER_DIR" --arch "$ARCH"
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1
   --save-dir "$SAVE" --tensorboard-logdir "$SAVE/tb" --log-format simple "$@")
 if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi
+# fairseq-train, re-run on a finished --max-update run, would train one more
+# update: a finished run is left as it is.
+max_update="" prev=""
+for a in "$@"; do
+  [ "$prev" != --max-update ] || max_update="$a"
+  case "$a" in --max-update=*) max_update="${a#*=}" ;; esac
+  prev="$a"
+done
+if [[ "$max_update" =~ ^[1-9][0-9]*$ ]] && [ -f "$SAVE/checkpoint_last.pt" ]; then
+  trained="$(checkpoint_updates "$SAVE/checkpoint_last.pt")"
+  if [ "$trained" -ge "$max_update" ]; then
+    log "$SAVE is trained ($trained of $max_update updates): nothing to do"
+    exit 0
+  fi
+fi
 mkdir -p "$SAVE"
 { printf '%q ' "${cmd[@]}"; echo; } > "$SAVE/command.sh"
 log "training $ARCH into $SAVE (log: $SAVE/train.log)"

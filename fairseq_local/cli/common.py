@@ -17,6 +17,8 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "average": ("average", "Average the parameters of a run's last N checkpoints"),
     "convert-roberta": ("convert_roberta", "Turn a stock fairseq RoBERTa checkpoint into a local/tied/sparse arch"),
     "glue": ("glue", "GLUE metrics of a fine-tuned model and test-set submission files"),
+    "attention": ("attention", "Dump the attention of every head, per sentence, for analysis"),
+    "analyze": ("analyze", "Attention bias, gradient sensitivity, Hidden Token Attribution; figures"),
 }
 
 

@@ -59,6 +59,28 @@ What the data tests
 The target is a deterministic function of the source. All pairs in a corpus
 are distinct, so valid/test pairs never appear in train. Valid and test do
 not depend on the train size.
+
+Gold source trees (--trees)
+---------------------------
+With ``--trees`` the generator also writes {split}.{src}.conllu: one CoNLL-U
+sentence per line of {split}.{src}, with the same words, the lemma (a noun or
+verb without "-s"), UPOS, a few FEATS (Number on nouns, Person/Number on
+pronouns, PronType=Rel, Polarity=Neg), and Universal Dependencies heads and
+relations built alongside the tokens (the text files do not change):
+    root        the main verb (aux: the past/future AUX on its verb)
+    nsubj/obj   subject and object noun (or pronoun) on the verb
+    det, amod   determiner and adjectives on their noun
+    nmod:poss   the owner's noun on the possessed noun; POSS is case on the owner
+    nmod, case  an NP-internal PP's noun on the noun it modifies; the
+                preposition is case on its own noun
+    obl         a sentence adjunct's noun on the main verb (its ADVP: case)
+    acl:relcl   a relative clause's verb on its noun; REL, a relative pronoun
+                (PRON, PronType=Rel), is the clause's nsubj, as for English
+                "that"; the clause's object is obj of its verb
+    conj, cc    the second subject on the first; "and" is cc of the second
+    advmod      NEG on the main verb (PART, Polarity=Neg)
+    discourse   Q, a sentence question particle (PART), on the main verb
+    punct       the final "." on the main verb
 """
 from __future__ import annotations
 
@@ -142,26 +164,65 @@ class _Lexicon:
         return min(bisect.bisect(cum, rng.random() * cum[-1]), len(cum) - 1)
 
 
+class _Tree:
+    """Source words of a phrase with their dependency tree, built alongside the
+    tokens. Rows are [form, lemma, upos, feats, head, deprel] with 0-based
+    heads inside the phrase; the phrase's root has head -1 until attached."""
+
+    def __init__(self) -> None:
+        self.rows: list[list] = []
+
+    @property
+    def words(self) -> list[str]:
+        return [row[0] for row in self.rows]
+
+    @property
+    def root(self) -> int:
+        return next(i for i, row in enumerate(self.rows) if row[4] == -1)
+
+    def add(self, form: str, upos: str, head: int = -1, rel: str = "root",
+            lemma: str = "", feats: str = "_") -> int:
+        """Append a word; returns its index."""
+        self.rows.append([form, lemma or form, upos, feats, head, rel])
+        return len(self.rows) - 1
+
+    def attach(self, sub: _Tree, head: int, rel: str) -> int:
+        """Append sub's words, its root as (head, rel); returns the root's index."""
+        off, root = len(self.rows), sub.root
+        for i, (*cols, h, r) in enumerate(sub.rows):
+            self.rows.append(cols + ([head, rel] if i == root else [h + off, r]))
+        return off + root
+
+    def conllu(self, sent_id: str) -> str:
+        """The sentence as CoNLL-U: comments and 10 columns (HEAD 1-based, 0 = root)."""
+        lines = [f"# sent_id = {sent_id}", f"# text = {' '.join(self.words)}"]
+        lines += [f"{i}\t{form}\t{lemma}\t{upos}\t_\t{feats}\t{head + 1}\t{rel}\t_\t_"
+                  for i, (form, lemma, upos, feats, head, rel) in enumerate(self.rows, 1)]
+        return "\n".join(lines) + "\n"
+
+
 class _Grammar:
     """Generates one (source tokens, target tokens) pair at a time."""
 
     def __init__(self, lex: _Lexicon, rng: random.Random) -> None:
         self.lex, self.rng = lex, rng
 
-    def verb(self, person: int, plural: bool) -> tuple[list, str, int]:
-        """Return (source aux+verb tokens, target verb form, verb index)."""
+    def verb(self, person: int, plural: bool) -> tuple[_Tree, str, int]:
+        """Return (source [AUX] VERB tree, target verb form, verb index)."""
         lex, rng = self.lex, self.rng
         v = lex.sample(rng, "verbs")
         vs, vt = lex.verbs[v]
         tense = rng.choices(("pres", "past", "fut"), (5, 3, 2))[0]
+        src = _Tree()
         if tense == "pres":
-            src = [vs + "s" if (person == 3 and not plural) else vs]
+            src.add(vs + "s" if (person == 3 and not plural) else vs, "VERB", lemma=vs)
         else:
-            src = [lex.func[tense][0], vs]
+            src.add(lex.func[tense][0], "AUX", 1, "aux")
+            src.add(vs, "VERB")
         return src, vt + TENSE[tense] + PERSON[(person, plural)], v
 
-    def np(self, depth: int, simple: bool = False) -> tuple[list, list, bool]:
-        """Noun phrase; returns (src, tgt, plural). depth bounds nesting."""
+    def np(self, depth: int, simple: bool = False) -> tuple[_Tree, list, bool]:
+        """Noun phrase; returns (source tree, tgt, plural). depth bounds nesting."""
         lex, rng = self.lex, self.rng
         ns, nt = lex.nouns[lex.sample(rng, "nouns")]
         plural = rng.random() < 0.3
@@ -170,60 +231,95 @@ class _Grammar:
         adjs = [lex.adjs[lex.sample(rng, "adjs")] for _ in range(k)]
         noun_s, noun_t = ns + ("s" if plural else ""), nt + ("ak" if plural else "")
         adjs_t = [a[1] + agr for a in reversed(adjs)]
+        src = _Tree()
         if not simple and rng.random() < 0.12:  # possessive
-            os_, ot, _ = self.np(0, simple=True)
-            src = os_ + [lex.func["poss"][0]] + [a[0] for a in adjs] + [noun_s]
+            owner, ot, _ = self.np(0, simple=True)
+            noun = len(owner.rows) + 1 + k
+            owner_noun = src.attach(owner, noun, "nmod:poss")
+            src.add(lex.func["poss"][0], "PART", owner_noun, "case")
             tgt = [noun_t] + adjs_t + ot + [lex.gen]
         else:
             ds, dt = lex.dets[lex.sample(rng, "dets")]
-            src = [ds] + [a[0] for a in adjs] + [noun_s]
+            noun = 1 + k
+            src.add(ds, "DET", noun, "det")
             tgt = [dt + agr, noun_t] + adjs_t
+        for a in adjs:
+            src.add(a[0], "ADJ", noun, "amod")
+        src.add(noun_s, "NOUN", lemma=ns, feats="Number=Plur" if plural else "Number=Sing")
         r = rng.random()
         if depth > 0 and not simple and r < 0.25:  # relative clause
             vsrc, vt, v = self.verb(3, plural)
-            src += [lex.func["rel"][0]] + vsrc
+            src.add(lex.func["rel"][0], "PRON", len(src.rows) + 1 + vsrc.root, "nsubj", feats="PronType=Rel")
+            verb = src.attach(vsrc, noun, "acl:relcl")
             tgt += [lex.func["rel"][1]]
             if lex.transitive[v]:
                 os_, ot, _ = self.np(depth - 1)
-                src, tgt = src + os_, tgt + ot + [lex.objm]
+                src.attach(os_, verb, "obj")
+                tgt = tgt + ot + [lex.objm]
             tgt.append(vt)
         elif depth > 0 and not simple and r < 0.45:  # prepositional phrase
             ps, pt = lex.preps[lex.sample(rng, "preps")]
             os_, ot, _ = self.np(depth - 1)
-            src, tgt = src + [ps] + os_, tgt + ot + [pt]
+            src.add(ps, "ADP", len(src.rows) + 1 + os_.root, "case")
+            src.attach(os_, noun, "nmod")
+            tgt = tgt + ot + [pt]
         return src, tgt, plural
 
     def sentence(self) -> tuple[list, list]:
+        """One pair: (source tokens, target tokens)."""
+        src, tgt = self.sentence_tree()
+        return src.words, tgt
+
+    def sentence_tree(self) -> tuple[_Tree, list]:
+        """One pair: (source words with their dependency tree, target tokens)."""
         lex, rng = self.lex, self.rng
         r = rng.random()
+        subj = _Tree()
         if r < 0.2:  # pronoun subject, dropped in the target
             person, plural = rng.choice(list(PERSON))
-            subj_s, subj_t = [lex.pron[(person, plural)][0]], []
+            feats = f"Number={'Plur' if plural else 'Sing'}|Person={person}|PronType=Prs"
+            subj.add(lex.pron[(person, plural)][0], "PRON", feats=feats)
+            subj_t = []
         elif r < 0.3:  # coordinated subject -> plural agreement
             a_s, a_t, _ = self.np(1)
             b_s, b_t, _ = self.np(1)
             person, plural = 3, True
-            subj_s = a_s + [lex.func["and"][0]] + b_s
+            first = subj.attach(a_s, -1, "root")
+            subj.add(lex.func["and"][0], "CCONJ", len(subj.rows) + 1 + b_s.root, "cc")
+            subj.attach(b_s, first, "conj")
             subj_t = a_t + [lex.func["and"][1]] + b_t
         else:
-            subj_s, subj_t, plural = self.np(2)
+            subj, subj_t, plural = self.np(2)
             person = 3
         vsrc, vt, v = self.verb(person, plural)
-        obj_s, obj_t = [], []
+        obj_s, obj_t = None, []
         if lex.transitive[v]:
             obj_s, obj_t, _ = self.np(1)
             obj_t = obj_t + [lex.objm]
-        pp_s, pp_t = [], []
+        pp_s, pp_t = None, []
         if rng.random() < 0.4:
             ps, pt = lex.advpreps[lex.sample(rng, "advpreps")]
             n_s, n_t, _ = self.np(0)
-            pp_s, pp_t = [ps] + n_s, n_t + [pt]
-        mark_s, mark_t = [], ""
+            pp_s, pp_t = (ps, n_s), n_t + [pt]
+        mark_s, mark_t = "", ""
         r = rng.random()
         if r < 0.24:
             key = "neg" if r < 0.12 else "q"
-            mark_s, mark_t = [lex.func[key][0]], ("ne" if key == "neg" else "ku")
-        src = mark_s + subj_s + vsrc + obj_s + pp_s + ["."]
+            mark_s, mark_t = key, ("ne" if key == "neg" else "ku")
+        src = _Tree()  # no random draws below
+        verb = bool(mark_s) + len(subj.rows) + vsrc.root
+        if mark_s == "neg":
+            src.add(lex.func["neg"][0], "PART", verb, "advmod", feats="Polarity=Neg")
+        elif mark_s == "q":
+            src.add(lex.func["q"][0], "PART", verb, "discourse")
+        src.attach(subj, verb, "nsubj")
+        src.attach(vsrc, -1, "root")
+        if obj_s is not None:
+            src.attach(obj_s, verb, "obj")
+        if pp_s is not None:
+            src.add(pp_s[0], "ADP", len(src.rows) + 1 + pp_s[1].root, "case")
+            src.attach(pp_s[1], verb, "obl")
+        src.add(".", "PUNCT", verb, "punct")
         tgt = subj_t + pp_t + obj_t + [vt + mark_t, "."]
         return src, tgt
 
@@ -241,8 +337,9 @@ def _write_atomic(path: str, lines: list[str]) -> None:
 
 
 def generate_corpus(cfg: SyntheticConfig, out_dir: str, src: str = "src",
-                    tgt: str = "tgt") -> dict:
-    """Write {split}.{src} / {split}.{tgt} for train, valid and test into out_dir.
+                    tgt: str = "tgt", trees: bool = False) -> dict:
+    """Write {split}.{src} / {split}.{tgt} for train, valid and test into out_dir,
+    and with ``trees`` the gold source trees {split}.{src}.conllu as well.
 
     Valid and test are generated first (each from its own seeded stream) and
     train last, all pairs globally distinct. Returns line counts per split.
@@ -251,29 +348,33 @@ def generate_corpus(cfg: SyntheticConfig, out_dir: str, src: str = "src",
         raise ValueError("train must be > 0, valid and test must be >= 0")
     lex = _Lexicon(cfg)
     seen: set[str] = set()
-    data: dict[str, tuple[list, list]] = {}
+    data: dict[str, tuple[list, list, list]] = {}
     for split in ("valid", "test", "train"):
         n = getattr(cfg, split)
         gram = _Grammar(lex, random.Random(f"{split}:{cfg.seed}"))
-        srcs, tgts, tries = [], [], 0
+        srcs, tgts, parses, tries = [], [], [], 0
         while len(srcs) < n:
             tries += 1
             if tries > 50 * n + 10000:
                 raise RuntimeError(f"could not generate {n} distinct {split} pairs")
-            s, t = gram.sentence()
-            if not cfg.min_len <= len(s) <= cfg.max_len:
+            tree, t = gram.sentence_tree()
+            if not cfg.min_len <= len(tree.rows) <= cfg.max_len:
                 continue
-            line = " ".join(s)
+            line = " ".join(tree.words)
             if line in seen:  # target is a function of source
                 continue
             seen.add(line)
             srcs.append(line)
             tgts.append(" ".join(t))
-        data[split] = (srcs, tgts)
+            parses.append(tree)
+        data[split] = (srcs, tgts, parses)
     os.makedirs(out_dir, exist_ok=True)
     for split in ("train", "valid", "test"):
         _write_atomic(os.path.join(out_dir, f"{split}.{src}"), data[split][0])
         _write_atomic(os.path.join(out_dir, f"{split}.{tgt}"), data[split][1])
+        if trees:  # one CoNLL-U block per line of {split}.{src}, each ended by a blank line
+            _write_atomic(os.path.join(out_dir, f"{split}.{src}.conllu"),
+                          [tree.conllu(f"{split}-{k}") for k, tree in enumerate(data[split][2], 1)])
     return {split: len(data[split][0]) for split in ("train", "valid", "test")}
 
 
@@ -294,6 +395,8 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--zipf", type=float, default=SyntheticConfig.zipf)
     p.add_argument("--src", default="src")
     p.add_argument("--tgt", default="tgt")
+    p.add_argument("--trees", action="store_true",
+                   help="also write the gold source trees as {split}.{src}.conllu")
     a = p.parse_args(argv)
     if a.train <= 0:
         p.error("--train must be positive")
@@ -307,7 +410,7 @@ def main(argv: list[str] | None = None) -> None:
         p.error("need 1 <= --min-len <= --max-len")
     cfg = SyntheticConfig(**{f.name: getattr(a, f.name) for f in fields(SyntheticConfig)})
     try:
-        counts = generate_corpus(cfg, a.out_dir, a.src, a.tgt)
+        counts = generate_corpus(cfg, a.out_dir, a.src, a.tgt, a.trees)
     except OSError as e:
         p.error(f"cannot write corpus to {a.out_dir}: {e}".replace("\n", " "))
     except RuntimeError as e:

@@ -124,6 +124,9 @@ class LocalMultiheadAttention(nn.Module):
         self.tau_schedule: TauSchedule = tau_schedule(cfg)
         self.tau = self.tau_schedule(0)
         self.num_updates = 0
+        # A list while attention is being captured (fairseq_local.analysis):
+        # every forward pass appends its per-head weights, (B, H, T, S).
+        self.weights_sink: Optional[list] = None
 
         self.qk = nn.ModuleList(qk)
         self.dam = nn.ModuleList(dam)
@@ -221,12 +224,16 @@ class LocalMultiheadAttention(nn.Module):
             attn_mask: optional (T, T) additive float mask.
             need_weights: also return weights averaged over heads, (B, T, T).
             need_head_weights: return per-head weights, (H, B, T, T).
+            While ``weights_sink`` is a list, the per-head weights (B, H, T, T),
+            gated heads scaled by their gate, are also appended to it.
         Returns:
             output (T, B, d) and the weights or None.
         """
         if (key is not None and key is not query) or (value is not None and value is not query):
             raise ValueError("LocalMultiheadAttention is encoder self-attention only")
-        need_weights = need_weights or need_head_weights
+        sink = self.weights_sink
+        asked = need_weights or need_head_weights
+        need_weights = asked or sink is not None
         tgt_len, bsz, _ = query.shape
         H, G, dh = self.num_heads, self.num_groups, self.head_dim
         q, k, v = self._in_proj(query)
@@ -248,15 +255,19 @@ class LocalMultiheadAttention(nn.Module):
         else:
             probs = self.attention_probs(q, k, fixed, learned, key_padding_mask, attn_mask)
             out = torch.matmul(self.dropout_module(probs), v)  # (B, H, T, dh)
-            weights = probs.transpose(0, 1) if need_weights else None  # (H, B, T, S)
+            weights = probs.transpose(0, 1) if asked else None  # (H, B, T, S)
             if weights is not None and not need_head_weights:
                 weights = weights.mean(dim=0)
         gates = None
         if self.gates is not None:
             gates = self.gates()
             scale = torch.ones(H, dtype=out.dtype, device=out.device).index_copy(
-                0, self.gate_index, gates.to(out.dtype))
-            out = out * scale.view(1, H, 1, 1)
+                0, self.gate_index, gates.to(out.dtype)).view(1, H, 1, 1)
+            out = out * scale
+            if sink is not None:
+                probs = probs * scale  # what the head's output is made of: z_h · A_h
+        if sink is not None:
+            sink.append(probs.detach())
         records = active_record_list()
         if records is not None:
             records.append(AttentionRecord(self, fixed, learned, indicators, key_padding_mask, tgt_len, bsz))
@@ -283,10 +294,32 @@ class LocalMultiheadAttention(nn.Module):
             (B, H, T, S): ``post`` = mask ⊙ softmax over real keys (Eq. 9);
             ``pre`` = softmax over allowed keys; rows without an allowed key are 0.
         """
+        probs, weight = self.attention_parts(q, k, fixed, learned, key_padding_mask, attn_mask)
+        return probs if weight is None else probs * weight
+
+    def attention_parts(
+        self,
+        q: Tensor,
+        k: Tensor,
+        fixed: Optional[Tensor],
+        learned: Optional[Tensor] = None,
+        key_padding_mask: Optional[Tensor] = None,
+        attn_mask: Optional[Tensor] = None,
+    ) -> Tuple[Tensor, Optional[Tensor]]:
+        """The probabilities as P ⊙ W (arguments as :meth:`attention_probs`).
+
+        Returns:
+            P (B, H, T, S): the softmax each head takes, over real keys
+            (``post``) or over allowed keys (``pre``); W: None (all ones), or a
+            per-entry factor (B, H, T, S) or (H, T, S) that does not depend on
+            the scores (the fixed 0/1 mask, a post-softmax learned M).  The
+            Jacobians in :mod:`fairseq_local.analysis.jacobian` use the split.
+        """
         scores = torch.matmul(q * self.scaling, k.transpose(-1, -2))  # (B, G, T, S)
         if attn_mask is not None:
             scores = scores + attn_mask
-        neg = torch.finfo(scores.dtype).min
+        # The softmax runs in float32: a float64 minimum would become -inf there (NaN rows).
+        neg = max(torch.finfo(scores.dtype).min, torch.finfo(torch.float32).min)
         allowed, weight = fixed, None
         if learned is not None:
             scores = self._per_head(scores)
@@ -304,16 +337,16 @@ class LocalMultiheadAttention(nn.Module):
         if self.mask_mode == "post" or allowed is None:
             probs = F.softmax(scores, dim=-1, dtype=torch.float32).type_as(scores)
             probs = self._per_head(probs)
-            if allowed is not None:
-                probs = probs * allowed
         else:
             scores = self._per_head(scores)
             if key_padding_mask is not None:
                 allowed = allowed & ~key_padding_mask[:, None, None, :]  # (B, H, T, S)
-            probs = F.softmax(scores.masked_fill(~allowed, neg), dim=-1, dtype=torch.float32)
-            # A row with no allowed key is uniform over `neg` here; the product zeroes it.
-            probs = probs.type_as(scores) * allowed
-        return probs if weight is None else probs * weight
+            # A row with no allowed key is uniform over `neg` here; the weight zeroes it.
+            probs = F.softmax(scores.masked_fill(~allowed, neg), dim=-1, dtype=torch.float32).type_as(scores)
+        if allowed is not None:
+            allowed = allowed.to(probs.dtype)
+            weight = allowed if weight is None else allowed * weight
+        return probs, weight
 
     def _per_head(self, t: Tensor) -> Tensor:
         """(B, G, T, S) -> (B, H, T, S) by each head's group (a no-op once per head)."""

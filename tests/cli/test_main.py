@@ -26,9 +26,11 @@ OPTIONS = {
     "average": ["RUN_DIR", "--num N", "--output FILE"],
     "convert-roberta": ["IN.pt", "OUT.pt", "--arch ARCH", "--tie-init {first,mean}", "--attn-layout ATTN_LAYOUT"],
     "glue": ["evaluate", "table"],
+    "attention": ["dump"],
+    "analyze": ["bias", "sensitivity", "hta", "table"],
 }
 PAPERS = ("Pande et al.", "SparseBERT", "Voita et al. 2019", "Wang et al.", "Vaswani et al. 2017",
-          "Adaptive Axis Attention")
+          "Adaptive Axis Attention", "Pascual et al.")
 
 
 def error_lines(stderr: str):
@@ -56,7 +58,7 @@ def in_process_help(capsys, argv, module=None):
 
 def test_commands_are_the_documented_ones():
     assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "average",
-                              "convert-roberta", "glue"]
+                              "convert-roberta", "glue", "attention", "analyze"]
     assert set(OPTIONS) == set(COMMANDS)
 
 
@@ -113,12 +115,12 @@ def test_unknown_command_is_one_line():
     assert r.returncode == 2 and r.stdout == ""
     assert error_lines(r.stderr) == [
         "error: unknown command 'frobnicate' (commands: configs, sparsity, export, gates, results, tables, "
-        "average, convert-roberta, glue; see fairseq-local --help)"]
+        "average, convert-roberta, glue, attention, analyze; see fairseq-local --help)"]
 
 
 @pytest.mark.parametrize("argv, message", [
     ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, average, "
-         "convert-roberta, glue"),
+         "convert-roberta, glue, attention, analyze"),
     (["expotr"], "error: unknown command 'expotr' (did you mean 'export'? "),
     (["--frob"], "error: unknown option '--frob'"),
     (["sparsity", "--n", "0"], "error: --n must be >= 1, not 0"),

@@ -1,0 +1,149 @@
+"""Input contribution of Hidden Token Attribution per head (Pascual et al., Eq. 1).
+
+    c_{i,j} = ||d o_{h,j} / d e_i||_2 / sum_k ||d o_{h,j} / d e_k||_2
+
+with o_{h,j} head h's output at token j before W_o (gated heads with their
+gate) in any layer, and e the model's input embeddings after positions are
+added.  The norm is the Frobenius norm of the (d_h x d) Jacobian.
+
+The Jacobian has T·d inputs and L·T·d outputs per sentence, so it is computed
+in forward mode: one Jacobian-vector product per input coordinate gives the
+derivative of every head output of every layer at once.  The products are
+batched with ``torch.func.vmap`` (chunks of input coordinates), and the same
+coordinate is perturbed in every sentence of a batch at once (sentences do
+not interact), so a batch costs T_max·d products in all.  The input
+embedding is e = s·E[token] + P[position]; we differentiate with respect to
+E[token] (fairseq's ``token_embeddings``) and the constant factor s cancels
+in the normalisation.
+
+:func:`input_contribution_naive` is the reference: one backward pass per
+output coordinate (L·T·d passes a sentence).
+"""
+
+import contextlib
+from typing import Iterator, List
+
+import torch
+from torch import Tensor, nn
+
+from .model import AnalysisModel
+
+
+def _head_outputs(model: AnalysisModel, src_tokens: Tensor, src_lengths: Tensor):
+    """A function ``E`` (B, T, d) -> head outputs (L, T, B, d) of every layer
+    (the input of each ``out_proj``: heads concatenated, gates applied)."""
+    def run(embeddings: Tensor) -> Tensor:
+        outs: List[Tensor] = []
+        hooks = [a.out_proj.register_forward_pre_hook(lambda m, args: outs.append(args[0]))
+                 for a in model.attention]
+        for a in model.attention:
+            a.weights_sink = []  # the explicit path: the fused SDPA kernel has no forward-mode derivative
+        try:
+            model.encoder(src_tokens, src_lengths=src_lengths, token_embeddings=embeddings)
+        finally:
+            for a in model.attention:
+                a.weights_sink = None
+            for h in hooks:
+                h.remove()
+        return torch.stack(outs)
+
+    return run
+
+
+class _Fixed(nn.Module):
+    """Stands in for a module whose output is already known."""
+
+    def __init__(self, value: Tensor) -> None:
+        super().__init__()
+        self.value = value
+
+    def forward(self, *args, **kwargs) -> Tensor:
+        return self.value
+
+
+@contextlib.contextmanager
+def _positions_computed(encoder: nn.Module, src_tokens: Tensor) -> Iterator[None]:
+    """Compute the positional embeddings once, outside ``torch.func``
+    transforms (fairseq's sinusoidal positions read tensor storage, which
+    vmap's batched tensors lack)."""
+    positions = getattr(encoder, "embed_positions", None)
+    if positions is None:
+        yield
+        return
+    with torch.no_grad():
+        value = positions(src_tokens)
+    encoder.embed_positions = _Fixed(value)
+    try:
+        yield
+    finally:
+        encoder.embed_positions = positions
+
+
+def _normalise(norms: Tensor) -> Tensor:
+    total = norms.sum(-1, keepdim=True)
+    return torch.where(total > 0, norms / total.clamp_min(torch.finfo(norms.dtype).tiny), torch.zeros_like(norms))
+
+
+def input_jacobian_norms(model: AnalysisModel, src_tokens: Tensor, src_lengths: Tensor,
+                         chunk: int = 0, dtype: torch.dtype = torch.float32) -> Tensor:
+    """||d o_{h,j} / d e_i||_F for a batch (right padding).
+
+    Args:
+        src_tokens: (B, T); src_lengths: (B,).
+        chunk: input coordinates per vmapped batch of products (0: about
+            512 MB of head outputs and activations a chunk).
+    Returns:
+        (B, L, H, T, T): [b, l, h, j, i], zero at padding.
+    """
+    enc = model.encoder
+    B, T = src_tokens.shape
+    L, H, dh = model.num_layers, model.num_heads, model.head_dim
+    d = H * dh
+    with torch.no_grad():
+        emb = enc.embed_tokens(src_tokens).to(dtype)
+    run = _head_outputs(model, src_tokens, src_lengths)
+    if chunk <= 0:  # about 512 MB of head outputs and activations a chunk
+        chunk = max(1, (512 << 20) // (4 * L * T * B * d * emb.element_size()))
+    coords = T * d
+    sq = torch.zeros(L, T, B, H, T, dtype=dtype, device=emb.device)  # [l, j, b, h, i]
+    jvp = torch.func.vmap(lambda t: torch.func.jvp(run, (emb,), (t,))[1])
+    with torch.no_grad(), _positions_computed(enc, src_tokens):
+        for start in range(0, coords, chunk):
+            stop = min(coords, start + chunk)
+            n = stop - start
+            tangents = torch.zeros(n, T * d, dtype=dtype, device=emb.device)
+            tangents[torch.arange(n), torch.arange(start, stop)] = 1
+            tangents = tangents.view(n, 1, T, d).expand(n, B, T, d)
+            out = jvp(tangents)  # (n, L, T, B, d): d o / d E[:, i, c] for the n coordinates (i, c)
+            out = out.view(n, L, T, B, H, dh).pow(2).sum(-1)  # (n, L, T, B, H)
+            pos = torch.arange(start, stop, device=emb.device) // d
+            sq.index_add_(4, pos, out.permute(1, 2, 3, 4, 0))
+    norms = sq.clamp_min(0).sqrt().permute(2, 0, 3, 1, 4)  # (B, L, H, T, T)
+    keep = torch.arange(T, device=emb.device)[None, :] < src_lengths[:, None]  # (B, T)
+    return norms * keep[:, None, None, :, None] * keep[:, None, None, None, :]
+
+
+def input_contribution(model: AnalysisModel, src_tokens: Tensor, src_lengths: Tensor, chunk: int = 0) -> Tensor:
+    """c_{i,j} per head (Pascual et al. Eq. 1, e = input embeddings):
+    (B, L, H, T, T) as [b, l, h, j, i], each real row summing to 1."""
+    return _normalise(input_jacobian_norms(model, src_tokens, src_lengths, chunk))
+
+
+def input_contribution_naive(model: AnalysisModel, ids: Tensor) -> Tensor:
+    """The reference for one sentence ``ids`` (T,): a backward pass per output
+    coordinate of every head row.  Returns (L, H, T, T) as [l, h, j, i]."""
+    enc = model.encoder
+    src_tokens, src_lengths = ids[None], torch.tensor([ids.numel()], device=ids.device)
+    emb = enc.embed_tokens(src_tokens).detach().requires_grad_(True)
+    with torch.enable_grad():
+        outs = _head_outputs(model, src_tokens, src_lengths)(emb)  # (L, T, 1, d)
+        L, T = outs.shape[:2]
+        H, dh = model.num_heads, model.head_dim
+        norms = torch.zeros(L, H, T, T, dtype=emb.dtype)
+        for l in range(L):
+            for h in range(H):
+                for j in range(T):
+                    for c in range(dh):
+                        (g,) = torch.autograd.grad(outs[l, j, 0, h * dh + c], emb, retain_graph=True)
+                        norms[l, h, j] += g[0].pow(2).sum(-1)
+    return _normalise(norms.sqrt())

@@ -1,0 +1,127 @@
+"""Attention dumps: one record per sentence (see ``fairseq-local attention dump``).
+
+A record is a dict with ``tokens``, ``word_ids``, ``words``, ``heads`` (only
+with syntax) and ``attn`` (L, H, T, T), the weights each head used, in the
+model's own mask mode.  :func:`analysed_batches` is the batched, eval-mode
+pass that every analysis shares.
+"""
+
+from dataclasses import dataclass
+from typing import Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+from tqdm import tqdm
+
+from .model import AnalysisError, AnalysisModel, Capture, Tokenised, batches
+
+RECORD_KEYS = ("tokens", "word_ids", "words", "attn")
+FORMAT = "fairseq-local attention dump v1"
+
+
+@dataclass
+class Item:
+    """A sentence to analyse: its words, syntactic heads (or None) and model input."""
+
+    index: int
+    words: List[str]
+    heads: Optional[List[int]]
+    input: Tokenised
+
+
+def read_sentences(text: Optional[str] = None, conllu: Optional[str] = None):
+    """Sentences of a whitespace-tokenised text file or a CoNLL-U file
+    (:class:`fairseq_local.data.syntax.Sentence`); one-line errors."""
+    from ..data.syntax import SyntaxFileError, read_conllu, read_text
+
+    if (text is None) == (conllu is None):
+        raise AnalysisError("give exactly one of --text FILE and --conllu FILE")
+    try:
+        return read_conllu(conllu) if conllu is not None else read_text(text)
+    except SyntaxFileError as e:
+        raise AnalysisError(str(e)) from None
+
+
+def prepare(model: AnalysisModel, sentences, max_len: Optional[int] = None) -> Tuple[List[Item], int]:
+    """Tokenise every sentence; those longer than ``max_len`` tokens (default
+    and at most the model's maximum positions) are skipped.  Returns the kept
+    items and the number skipped."""
+    limit = model.max_positions if max_len is None else min(int(max_len), model.max_positions)
+    items, skipped = [], 0
+    for k, s in enumerate(sentences):
+        tok = model.tokenise(s.words)
+        if len(tok.ids) > limit:
+            skipped += 1
+            continue
+        items.append(Item(k, list(s.words), None if s.heads is None else list(s.heads), tok))
+    return items, skipped
+
+
+def analysed_batches(model: AnalysisModel, items: Sequence[Item], max_tokens: int = 4096,
+                     progress: bool = True, desc: str = "sentences") -> Iterator[Tuple[List[Item], Tensor, Tensor, Capture]]:
+    """Batched eval-mode forward passes over ``items`` (by length, at most
+    ``max_tokens`` padded tokens a batch), with a progress bar.  Yields the
+    batch's items, ``src_tokens`` (B, T), ``src_lengths`` (B,) and the
+    :class:`Capture` of the pass.  Padding is on the right."""
+    if max_tokens < 1:
+        raise AnalysisError("--max-tokens must be positive")
+    with tqdm(total=len(items), desc=desc, unit="sent", disable=not progress, leave=False) as bar:
+        for batch in batches([it.input for it in items], max_tokens):
+            chosen = [items[k] for k in batch]
+            src_tokens, src_lengths = model.collate([it.input for it in chosen])
+            yield chosen, src_tokens, src_lengths, model.forward(src_tokens, src_lengths)
+            bar.update(len(chosen))
+
+
+def record(item: Item, capture: Capture, b: int) -> dict:
+    """The record of batch row ``b`` (real positions only)."""
+    n = len(item.input.ids)
+    attn = torch.stack([w[b, :, :n, :n] for w in capture.weights]).float().cpu()  # (L, H, T, T)
+    rec = {"tokens": item.input.tokens, "word_ids": item.input.word_ids, "words": item.words, "attn": attn}
+    if item.heads is not None:
+        rec["heads"] = item.heads
+    return rec
+
+
+def dump_records(model: AnalysisModel, items: Sequence[Item], max_tokens: int = 4096,
+                 progress: bool = True) -> List[dict]:
+    """The records of ``items``, in input order."""
+    out = {}
+    for chosen, _, _, cap in analysed_batches(model, items, max_tokens, progress, desc="dump"):
+        for b, item in enumerate(chosen):
+            out[item.index] = record(item, cap, b)
+    return [out[k] for k in sorted(out)]
+
+
+def save_dump(records: List[dict], path: str) -> None:
+    """``torch.save`` the list of records (atomically)."""
+    import os
+
+    tmp = f"{path}.tmp{os.getpid()}"
+    torch.save(records, tmp)
+    os.replace(tmp, path)
+
+
+def load_dump(path: str) -> List[dict]:
+    """The records of a dump file, checked; :class:`AnalysisError` (one line)
+    for a file that is not a dump."""
+    try:
+        records = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise AnalysisError(f"no dump file '{path}'") from None
+    except Exception as e:
+        raise AnalysisError(f"'{path}' is not an attention dump ({type(e).__name__})") from None
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise AnalysisError(f"'{path}' is not an attention dump (expected a list of records, "
+                            f"got {type(records).__name__})")
+    for k, r in enumerate(records):
+        missing = [key for key in RECORD_KEYS if key not in r]
+        if missing:
+            raise AnalysisError(f"'{path}': record {k} has no {', '.join(missing)} (not an attention dump)")
+        a = r["attn"]
+        T = len(r["tokens"])
+        if not isinstance(a, Tensor) or a.dim() != 4 or a.shape[2:] != (T, T) or len(r["word_ids"]) != T:
+            raise AnalysisError(f"'{path}': record {k} has attention of shape "
+                                f"{tuple(a.shape) if isinstance(a, Tensor) else type(a).__name__}, "
+                                f"expected (L, H, {T}, {T})")
+    return records

@@ -1,0 +1,173 @@
+"""Closed-form Jacobian norms of one self-attention block.
+
+For the block input X (T × d) and its output Y = attn(X) after W_o, this
+computes, without autograd and without a loop over token pairs:
+
+* β[i, j] = ‖∂Y[i]/∂X[j]‖_F (Pande et al. §3.1, the gradient sensitivity of
+  Eq. 5–7), and
+* ‖∂o_{h,j}/∂x_i‖_F per head, o_h being head h's output before W_o (times its
+  gate), from which the previous-layer Hidden Token Attribution follows
+  (Pascual et al. Eq. 1, e = the block input).
+
+Derivation (row-vector convention, q_i = Wq_g x_i + bq_g, s_g[i, m] =
+scale · q_i · k_m, A_h = z_h · P_h ⊙ W_h with P_h the softmax the head takes and
+W_h a factor that does not depend on X, o_h[i] = Σ_k A_h[i, k] v_h[k]):
+
+    w_h[i, m]  = ∂o_h[i]/∂s[i, m] = A_h[i, m] v_h[m] − P_h[i, m] o_h[i]
+    ∂o_h[i]/∂x_j = A_h[i, j] Wv_h + w_h[i, j] r_h[i]ᵀ
+                   + δ_ij · (scale Σ_m w_h[i, m] k_mᵀ) Wq_g,   r_h[i] = scale Wk_gᵀ q_i
+
+Off-diagonal norms are expanded into Gram products (‖aWv + w rᵀ‖² =
+a²‖Wv‖² + 2a w·(Wv r) + |w|²|r|², and the same over heads through
+Go = W_oᵀW_o); the diagonal blocks are materialised per query.
+"""
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from fairseq_local.modules.attention import LocalMultiheadAttention
+
+# Elements of the largest intermediate tensors per chunk of query rows.
+_CHUNK_ELEMENTS = 1 << 24
+
+
+def _chunk_rows(bsz: int, tgt_len: int, dim: int, num_heads: int) -> int:
+    per_row = bsz * (3 * tgt_len * dim + 3 * dim * dim + tgt_len * num_heads)
+    return max(1, min(tgt_len, _CHUNK_ELEMENTS // max(per_row, 1)))
+
+
+def _attention_terms(attn: LocalMultiheadAttention, x: Tensor, key_padding_mask: Optional[Tensor]):
+    """q, k (B, G, T, d_h), v, o (B, H, T, d_h), P and A = z·P⊙W (B, H, T, T)."""
+    T, B, _ = x.shape
+    G, H, dh = attn.num_groups, attn.num_heads, attn.head_dim
+    q, k, v = attn._in_proj(x)
+    q = q.view(T, B, G, dh).permute(1, 2, 0, 3)
+    k = k.view(T, B, G, dh).permute(1, 2, 0, 3)
+    v = v.view(T, B, H, dh).permute(1, 2, 0, 3)
+    fixed = attn.fixed_mask(T, key_padding_mask, x.device)
+    learned, _ = attn.learned_mask(x, key_padding_mask)
+    probs, weight = attn.attention_parts(q, k, fixed, learned, key_padding_mask)
+    # A row without an allowed key has W = 0 and may hold NaN in P: its A, o
+    # and w are 0 whatever P is.
+    probs = torch.nan_to_num(probs, nan=0.0)
+    a = probs if weight is None else probs * weight
+    if attn.gates is not None:
+        z = torch.ones(H, dtype=a.dtype, device=a.device).index_copy(
+            0, attn.gate_index, attn.gates().to(a.dtype))
+        a = a * z.view(1, H, 1, 1)
+    o = torch.matmul(a, v)
+    return q, k, v, o, probs, a
+
+
+def block_jacobian_norms(
+    attn: LocalMultiheadAttention,
+    x: Tensor,
+    key_padding_mask: Optional[Tensor] = None,
+    need_beta: bool = True,
+) -> Tuple[Optional[Tensor], Tensor]:
+    """Frobenius norms of the self-attention block's Jacobians, in closed form.
+
+    Args:
+        attn: the block's attention, in ``eval()`` mode.
+        x: (T, B, d) input of the block.
+        key_padding_mask: (B, T) bool, True at padding, or None.
+        need_beta: also compute β (the output Jacobians after W_o).
+    Returns:
+        beta (B, T, T) with beta[b, i, j] = ‖∂Y[i]/∂X[j]‖_F, or None without
+        ``need_beta``; and head (B, H, T, T) with head[b, h, j, i] =
+        ‖∂o_{h,j}/∂x_i‖_F (gate included).  Rows and columns at padding are 0.
+    """
+    if attn.training:
+        raise ValueError("block_jacobian_norms needs the attention module in eval() mode")
+    if x.dim() != 3 or x.shape[-1] != attn.embed_dim:
+        raise ValueError(f"x must be (T, B, {attn.embed_dim}), not {tuple(x.shape)}")
+    with torch.no_grad():
+        return _norms(attn, x, key_padding_mask, need_beta)
+
+
+def _norms(attn: LocalMultiheadAttention, x: Tensor, key_padding_mask: Optional[Tensor],
+           need_beta: bool) -> Tuple[Optional[Tensor], Tensor]:
+    T, B, d = x.shape
+    H, dh, scale = attn.num_heads, attn.head_dim, attn.scaling
+    if key_padding_mask is not None and not key_padding_mask.any():
+        key_padding_mask = None
+    q, k, v, o, probs, a = _attention_terms(attn, x, key_padding_mask)
+    gidx = attn.group_index.to(x.device)
+    wq = torch.stack([g.q_proj.weight for g in attn.qk]).to(x.dtype)  # (G, dh, d)
+    wk = torch.stack([g.k_proj.weight for g in attn.qk]).to(x.dtype)
+    wv = attn.v_proj.weight.to(x.dtype).view(H, dh, d)
+    wo = attn.out_proj.weight.to(x.dtype)  # (d, H·dh)
+
+    r = scale * torch.einsum("bgte,ged->bgtd", q, wk)  # r_g[i] = scale Wk_gᵀ q_i, (B, G, T, d)
+    rh, kh, wqh = r[:, gidx], k[:, gidx], wq[gidx]  # per head
+    vr_all = torch.einsum("hed,bgtd->bhgte", wv, r)  # Wv_h r_g[i], (B, H, G, T, dh)
+    vr_own = vr_all[:, torch.arange(H, device=x.device), gidx]  # (B, H, T, dh)
+    wv_sq = wv.pow(2).sum((1, 2)).view(1, H, 1, 1)
+    r_sq = rh.pow(2).sum(-1)  # (B, H, T)
+
+    if need_beta:
+        go = wo.t() @ wo  # Go = W_oᵀW_o, (d, d); block [h, h'] = Wo_hᵀ Wo_h'
+        go_blocks = go.view(H, dh, H, dh)
+        n = torch.einsum("ohe,hed->hod", wo.view(d, H, dh), wv)  # N_h = Wo_h Wv_h, (H, d, d)
+        gram_n = n.flatten(1) @ n.flatten(1).t()  # <N_h, N_h'>_F, (H, H)
+        del n
+        # c[b, i, (h', e), h] = Go[h', h] Wv_h r_{g(h')}[i]: the cross term's matrix.
+        cross_mat = torch.einsum("kehf,bhkif->bikeh", go_blocks, vr_all[:, :, gidx]).reshape(B, T, d, H)
+        rr = torch.einsum("bgtd,bktd->btgk", r, r)[:, :, gidx][:, :, :, gidx]  # r_g(h)·r_g(h'), (B, T, H, H)
+        beta2 = x.new_zeros(B, T, T)
+    head2 = x.new_zeros(B, H, T, T)
+
+    step = _chunk_rows(B, T, d, H)
+    for s in range(0, T, step):
+        e = min(T, s + step)
+        c = e - s
+        rows = torch.arange(c, device=x.device)
+        ac, pc = a[:, :, s:e], probs[:, :, s:e]  # (B, H, c, T)
+        w = ac.unsqueeze(-1) * v.unsqueeze(2) - pc.unsqueeze(-1) * o[:, :, s:e].unsqueeze(3)  # (B, H, c, T, dh)
+        # Off-diagonal: ‖a Wv + w rᵀ‖² = a²‖Wv‖² + 2a w·(Wv r) + |w|²|r|².
+        head2[:, :, s:e] = (ac.pow(2) * wv_sq + 2 * ac * (w * vr_own[:, :, s:e].unsqueeze(3)).sum(-1)
+                            + w.pow(2).sum(-1) * r_sq[:, :, s:e].unsqueeze(-1))
+        # Diagonal blocks (i = j), materialised: (B, H, c, dh, d).
+        u = scale * torch.einsum("bhime,bhmf->bhief", w, kh)
+        w_diag = w[:, :, rows, s + rows]  # (B, H, c, dh)
+        a_diag = ac[:, :, rows, s + rows]
+        jac = (a_diag[..., None, None] * wv[None, :, None] + w_diag.unsqueeze(-1) * rh[:, :, s:e].unsqueeze(-2)
+               + torch.matmul(u, wqh.unsqueeze(1)))
+        head2[:, :, s + rows, s + rows] = jac.pow(2).sum((-1, -2))
+        if need_beta:
+            wcat = w.permute(0, 2, 3, 1, 4).reshape(B, c, T, d)  # heads concatenated, as Wo's input
+            acat = ac.permute(0, 2, 3, 1)  # (B, c, T, H)
+            term_n = torch.einsum("bijh,hk,bijk->bij", acat, gram_n, acat)
+            cross = 2 * (torch.matmul(wcat, cross_mat[:, s:e]) * acat).sum(-1)
+            kmat = (go_blocks * rr[:, s:e, :, None, :, None]).reshape(B, c, d, d)  # symmetric
+            term_w = (torch.matmul(wcat, kmat) * wcat).sum(-1)
+            beta2[:, s:e] = term_n + cross + term_w
+            ydiag = torch.matmul(wo, jac.transpose(1, 2).reshape(B, c, d, d))  # ∂Y[i]/∂x_i, (B, c, d, d)
+            beta2[:, s + rows, s + rows] = ydiag.pow(2).sum((-1, -2))
+
+    head = head2.clamp(min=0).sqrt()
+    beta = beta2.clamp(min=0).sqrt() if need_beta else None
+    if key_padding_mask is not None:
+        real = ~key_padding_mask.to(x.device)
+        keep = real[:, :, None] & real[:, None, :]  # (B, T, T)
+        head = torch.where(keep.unsqueeze(1), head, torch.zeros_like(head))
+        if beta is not None:
+            beta = torch.where(keep, beta, torch.zeros_like(beta))
+    return beta, head
+
+
+def previous_layer_contribution(head_norms: Tensor) -> Tensor:
+    """Hidden Token Attribution of the block input (Pascual et al. Eq. 1):
+    c[..., j, i] = norms[..., j, i] / Σ_k norms[..., j, k], 0 where the row
+    sum is 0.
+
+    Args:
+        head_norms: (..., T, T) Jacobian norms, row = output token.
+    Returns:
+        (..., T, T), each non-zero row summing to 1.
+    """
+    total = head_norms.sum(-1, keepdim=True)
+    return torch.where(total > 0, head_norms / torch.where(total > 0, total, torch.ones_like(total)),
+                       torch.zeros_like(head_norms))

@@ -1,0 +1,240 @@
+"""A trained encoder, ready for analysis: loading, tokenising words, batching,
+and a forward pass that captures each layer's attention and block input.
+
+Works on every model with :class:`~fairseq_local.modules.attention.LocalMultiheadAttention`
+heads: the NMT encoders (``transformer_local`` archs; the source side) and
+RoBERTa (``roberta_local`` archs, also a stock RoBERTa after ``fairseq-local
+convert-roberta``).  Inputs are words (from CoNLL-U or whitespace-split text);
+the model's own subword tokeniser is applied to each word, so every token
+knows its word.
+"""
+
+import contextlib
+import logging
+import os
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+BPE_KINDS = ("auto", "subword_nmt", "sentencepiece", "gpt2", "none")
+
+
+class AnalysisError(ValueError):
+    """Bad input to an analysis command (printed as one ``error:`` line)."""
+
+
+# A word tokeniser: (word, first word of the sentence?) -> [(dictionary symbol, display string)].
+WordTokeniser = Callable[[str, bool], List[Tuple[str, str]]]
+
+
+def word_tokeniser(kind: str, model: Optional[str], lang: Optional[str] = None) -> WordTokeniser:
+    """The subword tokeniser ``kind`` (see :data:`BPE_KINDS`, not ``auto``) of
+    the model files ``model``: subword-nmt codes, a SentencePiece ``.model``,
+    or the folder of GPT-2's ``encoder.json`` and ``vocab.bpe``.  subword-nmt
+    applies the vocabulary ``vocab.LANG`` next to the codes, if there is one,
+    with threshold 1 (as scripts/bpe-binarize.sh)."""
+    from ..data.tokenizers import TokenizerError, _spm, gpt2_encoder, gpt2_files
+
+    try:
+        if kind == "none":
+            return lambda word, first: [(word, word)]
+        if kind == "subword_nmt":
+            from subword_nmt.apply_bpe import BPE, read_vocabulary
+
+            if not model or not os.path.isfile(model):
+                raise AnalysisError(f"missing subword-nmt codes file '{model}'")
+            vocab_file = os.path.join(os.path.dirname(model), f"vocab.{lang}")
+            vocab = None
+            if lang and os.path.isfile(vocab_file):
+                with open(vocab_file, encoding="utf-8") as f:
+                    vocab = read_vocabulary(f, 1)
+            with open(model, encoding="utf-8") as f:
+                bpe = BPE(f, vocab=vocab)
+            return lambda word, first: [(p, p) for p in bpe.segment_tokens([word])]
+        if kind == "sentencepiece":
+            sp = _spm(Path(model)) if model else None
+            if sp is None:
+                raise AnalysisError("--bpe sentencepiece needs --bpe-model FILE.model")
+            return lambda word, first: [(p, p) for p in sp.encode(word, out_type=str)]
+        if kind == "gpt2":
+            enc = gpt2_encoder(*gpt2_files(model, check=False))
+            # GPT-2 encodes a word after a space with the space: " word".
+            return lambda word, first: [(str(i), enc.decode([i])) for i in enc.encode(word if first else " " + word)]
+    except TokenizerError as e:
+        raise AnalysisError(str(e)) from None
+    raise AnalysisError(f"unknown --bpe '{kind}' (one of {', '.join(BPE_KINDS)})")
+
+
+def find_tokeniser(data: str) -> Tuple[str, Optional[str]]:
+    """``(kind, model)`` of the tokeniser that prepared the data folder
+    ``data``: the ``bpe/`` folder that scripts/bpe-binarize.sh and
+    scripts/prepare-bert-corpus.sh write."""
+    bpe = Path(data) / "bpe"
+    if (bpe / "codes").is_file():
+        return "subword_nmt", str(bpe / "codes")
+    if (bpe / "spm.model").is_file():
+        return "sentencepiece", str(bpe / "spm.model")
+    if (bpe / "encoder.json").is_file() and (bpe / "vocab.bpe").is_file():
+        return "gpt2", str(bpe)
+    raise AnalysisError(f"cannot tell the tokeniser of '{data}' (no bpe/codes, bpe/spm.model or bpe/encoder.json); "
+                        f"give --bpe and --bpe-model")
+
+
+@dataclass
+class Tokenised:
+    """One sentence as model input: ``ids`` (T,), ``tokens`` (display strings)
+    and ``word_ids`` (the word of each token, -1 for special tokens)."""
+
+    ids: List[int]
+    tokens: List[str]
+    word_ids: List[int]
+
+
+@dataclass
+class Capture:
+    """What one forward pass of the encoder showed, per layer:
+    ``weights`` (B, H, T, T) and the self-attention block's input (T, B, d)."""
+
+    weights: List[Tensor] = field(default_factory=list)
+    inputs: List[Tensor] = field(default_factory=list)
+
+
+class AnalysisModel:
+    """An encoder with :class:`LocalMultiheadAttention` heads, in ``eval()`` mode.
+
+    Args:
+        model: a loaded fairseq model (NMT or RoBERTa).
+        dictionary: the encoder's input dictionary.
+        tokeniser: how words become dictionary symbols.
+    """
+
+    def __init__(self, model: torch.nn.Module, dictionary, tokeniser: WordTokeniser, name: str = "model") -> None:
+        from ..models.transformer import local_encoder
+        from ..modules.attention import LocalMultiheadAttention
+
+        self.model = model.eval()
+        self.encoder = local_encoder(model)
+        layers = getattr(self.encoder, "layers", None) or []
+        self.attention = [getattr(layer, "self_attn", None) for layer in layers]
+        if not self.attention or not all(isinstance(a, LocalMultiheadAttention) for a in self.attention):
+            raise AnalysisError(f"'{name}' has no fairseq-local attention module in its encoder "
+                                f"(a stock fairseq model? convert RoBERTa with fairseq-local convert-roberta)")
+        self.roberta = hasattr(getattr(model, "encoder", None), "sentence_encoder")
+        self.dictionary = dictionary
+        self.tokeniser = tokeniser
+        self.max_positions = int(self.encoder.max_positions())
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.attention)
+
+    @property
+    def num_heads(self) -> int:
+        return self.attention[0].num_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.attention[0].head_dim
+
+    @classmethod
+    def load(cls, path: str, data: Optional[str] = None, bpe: str = "auto", bpe_model: Optional[str] = None,
+             cpu: bool = True) -> "AnalysisModel":
+        """Load checkpoint ``path`` with its task reading ``data`` (default:
+        the data folder it was trained on), and the tokeniser (``auto``: the
+        one in ``data/bpe``)."""
+        from fairseq import checkpoint_utils
+
+        from ..checkpoint_compat import enable_fairseq_checkpoint_loading
+
+        if not os.path.isfile(path):
+            raise AnalysisError(f"no checkpoint '{path}'")
+        enable_fairseq_checkpoint_loading()
+        logging.getLogger("fairseq").setLevel(logging.WARNING)
+        warnings.filterwarnings("ignore", message=".*pin_memory.*")
+        overrides = {"data": data} if data else {}
+        try:
+            models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
+        except (FileNotFoundError, KeyError, RuntimeError, AttributeError, EOFError) as e:
+            raise AnalysisError(f"cannot load '{path}' (with data '{data or 'from the checkpoint'}'): "
+                                f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
+        data = data or getattr(cfg.task, "data", None) or ""
+        if bpe == "auto":
+            bpe, bpe_model = find_tokeniser(data) if bpe_model is None else (_guess_kind(bpe_model), bpe_model)
+        model = models[0]
+        if not cpu and torch.cuda.is_available():
+            model = model.cuda()
+        lang = getattr(cfg.task, "source_lang", None)
+        return cls(model, task.source_dictionary, word_tokeniser(bpe, bpe_model, lang), name=path)
+
+    def tokenise(self, words: Sequence[str]) -> Tokenised:
+        """Words -> model input, with ``<s>`` first for RoBERTa and ``</s>`` last."""
+        d = self.dictionary
+        ids, tokens, word_ids = [], [], []
+        if self.roberta:
+            ids.append(d.bos()), tokens.append(d[d.bos()]), word_ids.append(-1)
+        for w, word in enumerate(words):
+            for symbol, shown in self.tokeniser(word, w == 0):
+                ids.append(d.index(symbol)), tokens.append(shown), word_ids.append(w)
+        ids.append(d.eos()), tokens.append(d[d.eos()]), word_ids.append(-1)
+        return Tokenised(ids, tokens, word_ids)
+
+    def collate(self, sentences: Sequence[Tokenised]) -> Tuple[Tensor, Tensor]:
+        """Right-padded ``src_tokens`` (B, T) and ``src_lengths`` (B,)."""
+        lengths = torch.tensor([len(s.ids) for s in sentences])
+        tokens = torch.full((len(sentences), int(lengths.max())), self.dictionary.pad(), dtype=torch.long)
+        for b, s in enumerate(sentences):
+            tokens[b, :len(s.ids)] = torch.tensor(s.ids)
+        device = next(self.model.parameters()).device
+        return tokens.to(device), lengths.to(device)
+
+    @contextlib.contextmanager
+    def capturing(self) -> Iterator[Capture]:
+        """While open, every forward pass of the encoder fills a :class:`Capture`."""
+        cap = Capture()
+
+        def keep_input(module, args, kwargs):
+            cap.inputs.append((kwargs["query"] if "query" in kwargs else args[0]).detach())
+
+        hooks = [a.register_forward_pre_hook(keep_input, with_kwargs=True) for a in self.attention]
+        for a in self.attention:
+            a.weights_sink = cap.weights
+        try:
+            yield cap
+        finally:
+            for a in self.attention:
+                a.weights_sink = None
+            for h in hooks:
+                h.remove()
+
+    @torch.no_grad()
+    def forward(self, src_tokens: Tensor, src_lengths: Tensor) -> Capture:
+        """One eval-mode pass of the encoder over a batch; the capture of it."""
+        with self.capturing() as cap:
+            self.encoder(src_tokens, src_lengths=src_lengths)
+        return cap
+
+
+def _guess_kind(model: str) -> str:
+    """The tokeniser kind of a ``--bpe-model`` path given with ``--bpe auto``."""
+    if os.path.isdir(model):
+        return "gpt2"
+    return "sentencepiece" if model.endswith(".model") else "subword_nmt"
+
+
+def batches(sentences: Sequence[Tokenised], max_tokens: int) -> Iterator[List[int]]:
+    """Indices of ``sentences`` in batches of at most ``max_tokens`` padded
+    tokens, by length (so that little is padding); every sentence once."""
+    order = sorted(range(len(sentences)), key=lambda k: len(sentences[k].ids))
+    batch: List[int] = []
+    for k in order:
+        longest = max([len(sentences[j].ids) for j in batch] + [len(sentences[k].ids)])
+        if batch and longest * (len(batch) + 1) > max_tokens:
+            yield batch
+            batch = []
+        batch.append(k)
+    if batch:
+        yield batch

@@ -1,0 +1,244 @@
+"""``fairseq-local analyze bias|sensitivity|hta``: what the heads do, with the
+papers' figures (Pande et al. §3; Pascual et al., "Telling BERT's Full Story")."""
+
+import argparse
+import json
+import os
+import sys
+from typing import List, Optional
+
+from .attention import add_model_args, load_inputs, report_skipped
+from .common import command_parser
+
+DETAILS = """
+bias DUMP.pt --out DIR          attention bias (Pande et al. §3.2, Eq. 8) of every head
+    from an attention dump: locality (L_i = |i-j| <= 2) and non-local syntactic
+    (S_i = tokens of the word's syntactic head and dependents, minus L_i; needs
+    --conllu in the dump). A head attending uniformly scores 1.
+    -> bias.json, bias.md, bias_thresholds.png (Fig. 2), bias_heads.png (Fig. 3)
+sensitivity --path CKPT (--text|--conllu) FILE --out DIR
+    gradient sensitivity (Pande et al. §3.1, Eq. 5-7): beta[i, j] = ||dY[i]/dX[j]||_F
+    of every self-attention block, in closed form; gamma_local, gamma_syntactic,
+    gamma_unrelated per sentence and layer.
+    -> sensitivity.json, sensitivity.md, sensitivity.png (Fig. 1)
+table DIR...                    one row per analysis folder (a model): mean scores
+    of bias.json, sensitivity.json and hta.json; --markdown FILE also writes it
+hta --path CKPT (--text|--conllu) FILE --out DIR
+    Hidden Token Attribution per head (Pascual et al. Eq. 1): previous-layer and
+    input contributions, their Pearson/Spearman correlation with attention
+    (Fig. 1, 6), relative-position histograms (Fig. 2-3) and centres of mass
+    (Fig. 4-5). Sentences longer than the head dimension are skipped (§5).
+    -> hta.json, hta.md, hta_*.png
+"""
+
+
+def _write_json(obj: dict, path: str) -> None:
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        json.dump(obj, f, indent=1)
+    os.replace(tmp, path)
+
+
+def _write_text(text: str, path: str) -> None:
+    with open(path, "w") as f:
+        f.write(text if text.endswith("\n") else text + "\n")
+
+
+def run_bias(args: argparse.Namespace) -> List[str]:
+    from ..analysis.bias import bias_scores, bias_table
+    from ..analysis.dump import load_dump
+    from ..analysis.figures import plot_bias_grid, plot_bias_thresholds
+
+    records = load_dump(args.dump)
+    scores = bias_scores(records, progress=not args.quiet)
+    out = args.out
+    _write_json(scores, os.path.join(out, "bias.json"))
+    _write_text(bias_table(scores, args.threshold), os.path.join(out, "bias.md"))
+    plot_bias_thresholds(scores, os.path.join(out, "bias_thresholds.png"))
+    plot_bias_grid(scores, os.path.join(out, "bias_heads.png"), threshold=args.threshold)
+    return ["bias.json", "bias.md", "bias_thresholds.png", "bias_heads.png"]
+
+
+def run_sensitivity(args: argparse.Namespace) -> List[str]:
+    import torch
+
+    from ..analysis.dump import analysed_batches, record
+    from ..analysis.figures import plot_sensitivity
+    from ..analysis.jacobian import block_jacobian_norms
+    from ..analysis.relations import position_sets
+    from ..analysis.sensitivity import SensitivityAccumulator, sensitivity_table
+
+    model, items, skipped = load_inputs(args)
+    report_skipped(skipped, len(items) + skipped, "longer than the length limit")
+    acc, gammas = SensitivityAccumulator(), {}
+    for chosen, src_tokens, _, cap in analysed_batches(model, items, args.max_tokens, not args.quiet, "sensitivity"):
+        pad = src_tokens.eq(model.dictionary.pad())
+        betas = [block_jacobian_norms(a, x, pad)[0] for a, x in zip(model.attention, cap.inputs)]  # (B, T, T) each
+        for b, item in enumerate(chosen):
+            n = len(item.input.ids)
+            beta = torch.stack([bt[b, :n, :n] for bt in betas]).double().cpu()  # (L, T, T)
+            gammas[item.index] = (beta, position_sets(record(item, cap, b)))
+    for k in sorted(gammas):  # in input order
+        acc.add(*gammas[k])
+    result = acc.result()
+    _write_json(result, os.path.join(args.out, "sensitivity.json"))
+    _write_text(sensitivity_table(result), os.path.join(args.out, "sensitivity.md"))
+    plot_sensitivity(result, os.path.join(args.out, "sensitivity.png"))
+    return ["sensitivity.json", "sensitivity.md", "sensitivity.png"]
+
+
+def run_hta(args: argparse.Namespace) -> List[str]:
+    import torch
+
+    from ..analysis.contribution import input_contribution
+    from ..analysis.dump import analysed_batches, record
+    from ..analysis.figures import plot_centres, plot_correlations, plot_histograms
+    from ..analysis.jacobian import block_jacobian_norms, previous_layer_contribution
+    from ..analysis.positions import PositionStats, hta_table
+
+    model, items, skipped = load_inputs(args)
+    total = len(items) + skipped
+    limit = args.max_len if args.max_len is not None else model.head_dim
+    kept = [it for it in items if len(it.input.ids) <= limit]
+    skipped += len(items) - len(kept)
+    why = "--max-len" if args.max_len is not None else "the head dimension, Pascual et al. §5; see --max-len"
+    report_skipped(skipped, total, f"longer than {limit} tokens ({why})")
+    if not kept:
+        from ..analysis.model import AnalysisError
+
+        raise AnalysisError(f"no sentence has at most {limit} tokens ({skipped} skipped; see --max-len)")
+    stats = PositionStats(max(len(it.input.ids) for it in kept))
+    per_sentence = {}
+    for chosen, src_tokens, src_lengths, cap in analysed_batches(model, kept, args.max_tokens, not args.quiet, "hta"):
+        pad = src_tokens.eq(model.dictionary.pad())
+        prev = torch.stack([previous_layer_contribution(block_jacobian_norms(a, x, pad, need_beta=False)[1])
+                            for a, x in zip(model.attention, cap.inputs)], 1)  # (B, L, H, T, T)
+        inp = None if args.no_input else input_contribution(model, src_tokens, src_lengths)
+        for b, item in enumerate(chosen):
+            n = len(item.input.ids)
+            rec = record(item, cap, b)
+            per_sentence[item.index] = (rec["attn"], prev[b, :, :, :n, :n].float().cpu(),
+                                        None if inp is None else inp[b, :, :, :n, :n].float().cpu())
+    for k in sorted(per_sentence):
+        stats.add(*per_sentence[k])
+    result = stats.result()
+    result["skipped"] = skipped
+    out = args.out
+    _write_json(result, os.path.join(out, "hta.json"))
+    _write_text(hta_table(result), os.path.join(out, "hta.md"))
+    figures = [str(p) for p in plot_correlations(result, os.path.join(out, "hta"))]
+    figures += [str(p) for p in plot_histograms(result, os.path.join(out, "hta"))]
+    figures.append(str(plot_centres(result, os.path.join(out, "hta_centres.png"))))
+    return ["hta.json", "hta.md"] + [os.path.basename(f) for f in figures]
+
+
+def _mean(values) -> Optional[float]:
+    """The mean of the numbers in a nested list (None entries skipped)."""
+    flat: List[float] = []
+    stack = [values]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        elif v is not None:
+            flat.append(float(v))
+    return sum(flat) / len(flat) if flat else None
+
+
+def _share_above(values, threshold: float) -> Optional[float]:
+    """The fraction of heads whose score exceeds ``threshold`` (of all heads)."""
+    heads = [v for layer in values or [] for v in layer]
+    return sum(v is not None and v > threshold for v in heads) / len(heads) if heads else None
+
+
+COLUMNS = ("model", "heads", "locality", "loc > 3", "syntactic", "syn > 3", "γ local", "γ syntactic",
+           "γ unrelated", "r prev", "r input", "attn centre", "contrib centre")
+
+
+def summary_table(dirs: List[str], threshold: float = 3.0) -> str:
+    """One Markdown row per analysis folder: means over layers and heads (bias,
+    HTA) or over layers and sentences (gamma); "-" where a file or value is missing."""
+    def load(d: str, name: str) -> dict:
+        path = os.path.join(d, f"{name}.json")
+        if not os.path.isfile(path):
+            return {}
+        with open(path) as f:
+            return json.load(f)
+
+    def cell(v, fmt: str = "{:.3f}") -> str:
+        return "-" if v is None else fmt.format(v)
+
+    rows = ["| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * (len(COLUMNS) - 1)]
+    for d in dirs:
+        name = os.path.basename(os.path.normpath(d))
+        if name == "analysis":
+            name = os.path.basename(os.path.dirname(os.path.normpath(d)))
+        b, s, h = load(d, "bias"), load(d, "sensitivity"), load(d, "hta")
+        local = b.get("local")
+        heads = f"{len(local)}x{len(local[0])}" if local else "-"
+        rows.append("| " + " | ".join([
+            name, heads, cell(_mean(local)), cell(_share_above(local, threshold), "{:.0%}"),
+            cell(_mean(b.get("syntactic"))), cell(_share_above(b.get("syntactic"), threshold), "{:.0%}"),
+            cell(_mean(s.get("local")), "{:.4f}"), cell(_mean(s.get("syntactic")), "{:.4f}"),
+            cell(_mean(s.get("unrelated")), "{:.4f}"), cell(_mean(h.get("pearson_previous"))),
+            cell(_mean(h.get("pearson_input"))), cell(_mean(h.get("attention_centre")), "{:+.2f}"),
+            cell(_mean(h.get("contribution_centre")), "{:+.2f}")]) + " |")
+    return "\n".join(rows) + "\n"
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = command_parser("analyze", DETAILS)
+    sub = p.add_subparsers(dest="action", required=True, metavar="{bias,sensitivity,hta}")
+    b = sub.add_parser("bias", help="attention bias of every head, from a dump (Pande et al. §3.2)")
+    b.add_argument("dump", metavar="DUMP.pt", help="written by fairseq-local attention dump")
+    b.add_argument("--threshold", type=float, default=3.0, help="score marking a head in Fig. 3 (default 3)")
+    b.add_argument("--quiet", action="store_true")
+    s = sub.add_parser("sensitivity", help="gradient sensitivity of every layer (Pande et al. §3.1)")
+    add_model_args(s)
+    t = sub.add_parser("table", help="one row per analysis folder")
+    t.add_argument("dirs", nargs="+", metavar="DIR", help="folders holding bias/sensitivity/hta.json")
+    t.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
+    t.add_argument("--threshold", type=float, default=3.0)
+    t.error = p.error  # type: ignore[method-assign]
+    h = sub.add_parser("hta", help="Hidden Token Attribution per head (Pascual et al.)")
+    add_model_args(h)
+    h.add_argument("--no-input", action="store_true",
+                   help="skip the input contribution (the costly part: T x d forward-mode products a batch)")
+    for q in (b, s, h):
+        q.error = p.error  # type: ignore[method-assign]
+        q.add_argument("--out", required=True, metavar="DIR", help="folder for the JSON, table and figures")
+    args = p.parse_args(argv)
+    if args.action == "table":
+        missing = [d for d in args.dirs if not os.path.isdir(d)]
+        if missing:
+            p.exit(1, f"error: no analysis folder '{missing[0]}'\n")
+        try:
+            text = summary_table(args.dirs, args.threshold)
+        except (ValueError, TypeError, KeyError, IndexError) as e:
+            p.exit(1, f"error: not an analysis folder's JSON ({type(e).__name__}: {str(e).splitlines()[0]})\n")
+        sys.stdout.write(text)
+        if args.markdown:
+            _write_text(text, args.markdown)
+        return 0
+    import logging
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
+    from ..analysis.model import AnalysisError
+    from ..analysis.relations import RecordError
+
+    try:
+        os.makedirs(args.out, exist_ok=True)
+        run = {"bias": run_bias, "sensitivity": run_sensitivity, "hta": run_hta}[args.action]
+        written = run(args)
+    except (AnalysisError, RecordError, OSError) as e:
+        p.exit(1, f"error: {str(e).splitlines()[0]}\n")
+    print(f"{args.action}: " + " ".join(os.path.join(args.out, f) for f in written))
+    table = os.path.join(args.out, f"{args.action}.md")
+    if os.path.exists(table):
+        with open(table) as f:
+            print(f.read().rstrip())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""``fairseq-local attention dump``: the attention each head used, per sentence."""
+
+import argparse
+import sys
+from typing import List, Optional
+
+from .common import command_parser
+
+DETAILS = """
+The input of fairseq-local analyze bias (Pande et al. §3.2).
+dump: one record per sentence, saved with torch.save as a list of dicts:
+  tokens    the model's input tokens, special tokens included (</s> ending an
+            NMT source; <s> ... </s> for RoBERTa)
+  word_ids  each token's word (0-based), -1 for a special token
+  words     the words
+  heads     each word's syntactic head (0-based, -1 for the root); only with --conllu
+  attn      float tensor (L, H, T, T): row i of head h in layer l is what the
+            model used at query position i, in its own mask mode (post-mode
+            rows may sum to less than 1; a gated head's row is scaled by its gate)
+
+The model's subword tokeniser is applied to each word (--bpe auto: the one in
+DATA/bpe, as scripts/bpe-binarize.sh and scripts/prepare-bert-corpus.sh leave
+it). CoNLL-U multiword tokens (2-3) are expanded into their syntactic words,
+empty nodes (4.1) skipped. Sentences longer than the model's maximum positions
+(or --max-len tokens) are skipped and counted.
+"""
+
+
+def add_model_args(p: argparse.ArgumentParser, text_required: bool = True) -> None:
+    """The options shared by every command that runs a checkpoint."""
+    p.add_argument("--path", required=True, metavar="CKPT", help="a checkpoint (NMT or RoBERTa)")
+    p.add_argument("--data", metavar="DIR", help="its data folder (dictionaries; default: the one it was trained on)")
+    src = p.add_mutually_exclusive_group(required=text_required)
+    src.add_argument("--text", metavar="FILE", help="whitespace-tokenised sentences, one a line")
+    src.add_argument("--conllu", metavar="FILE", help="CoNLL-U sentences with gold syntax")
+    p.add_argument("--bpe", default="auto", choices=("auto", "subword_nmt", "sentencepiece", "gpt2", "none"),
+                   help="the model's subword tokeniser (default: found in DATA/bpe)")
+    p.add_argument("--bpe-model", metavar="PATH",
+                   help="subword-nmt codes, SentencePiece .model, or the folder of GPT-2's encoder.json/vocab.bpe")
+    p.add_argument("--max-tokens", type=int, default=4096, help="padded tokens a batch (default 4096)")
+    p.add_argument("--max-len", type=int, help="skip sentences of more tokens (default: the model's maximum positions)")
+    p.add_argument("--max-sentences", type=int, metavar="N", help="only the first N sentences of the file")
+    p.add_argument("--cuda", action="store_true", help="run on the GPU if there is one (default CPU)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+
+def load_inputs(args: argparse.Namespace, max_len: Optional[int] = None):
+    """(model, items, skipped) for the model options of :func:`add_model_args`."""
+    from ..analysis.dump import prepare, read_sentences
+    from ..analysis.model import AnalysisError, AnalysisModel
+
+    if args.max_tokens < 1:
+        raise AnalysisError("--max-tokens must be positive")
+    if args.max_len is not None and args.max_len < 1:
+        raise AnalysisError("--max-len must be positive")
+    if args.max_sentences is not None and args.max_sentences < 1:
+        raise AnalysisError("--max-sentences must be positive")
+    sentences = read_sentences(args.text, args.conllu)[:args.max_sentences]
+    model = AnalysisModel.load(args.path, args.data, args.bpe, args.bpe_model, cpu=not args.cuda)
+    items, skipped = prepare(model, sentences, args.max_len if args.max_len is not None else max_len)
+    if not items:
+        raise AnalysisError(f"no sentence of {args.text or args.conllu} fits the length limit "
+                            f"({skipped} skipped)")
+    return model, items, skipped
+
+
+def report_skipped(skipped: int, total: int, why: str) -> None:
+    if skipped:
+        print(f"skipped {skipped} of {total} sentences {why}", file=sys.stderr)
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = command_parser("attention", DETAILS)
+    sub = p.add_subparsers(dest="action", required=True, metavar="dump")
+    d = sub.add_parser("dump", help="write the attention of every head, per sentence",
+                       description="Write the attention of every head, one record per sentence.")
+    d.error = p.error  # type: ignore[method-assign]
+    add_model_args(d)
+    d.add_argument("--out", required=True, metavar="DUMP.pt")
+    args = p.parse_args(argv)
+
+    from ..analysis.dump import dump_records, save_dump
+    from ..analysis.model import AnalysisError
+
+    try:
+        model, items, skipped = load_inputs(args)
+        records = dump_records(model, items, args.max_tokens, progress=not args.quiet)
+        save_dump(records, args.out)
+    except (AnalysisError, OSError) as e:
+        p.exit(1, f"error: {str(e).splitlines()[0]}\n")
+    report_skipped(skipped, len(items) + skipped, "longer than the length limit")
+    print(f"{len(records)} sentences, {model.num_layers} layers x {model.num_heads} heads -> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

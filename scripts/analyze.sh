@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Analyse a trained run: dump the attention of every head, then the attention
+# bias (Pande et al. §3.2), gradient sensitivity (§3.1) and Hidden Token
+# Attribution per head (Pascual et al.), each with its JSON, Markdown table and
+# the papers' figures. Works on NMT and RoBERTa runs. Idempotent: a re-run
+# skips the steps whose checkpoint, input and options are unchanged.
+#
+# Usage: scripts/analyze.sh RUN_DIR [--checkpoint NAME] [--data DIR]
+#            [--conllu FILE | --text FILE] [--out DIR] [--max-sentences N]
+#            [--hta-max-len N] [--no-input] [-- OPTIONS...]
+#
+# RUN_DIR          a training run (fairseq --save-dir), e.g. runs/demo/f.
+# --checkpoint     checkpoint file in RUN_DIR (default checkpoint_best.pt).
+# --data DIR       the data folder (default: the one the run was trained on).
+# --conllu FILE    sentences with gold syntax (default DATA/raw/test.src.conllu,
+#                  which scripts/prepare-synthetic.sh writes); or --text FILE,
+#                  whitespace-tokenised sentences (no syntactic scores).
+# --out DIR        default RUN_DIR/analysis.
+# --max-sentences  the first N sentences (default 200).
+# --hta-max-len    longest sentence for HTA, in tokens (default: the model's
+#                  head dimension, Pascual et al. §5).
+# --no-input       HTA without the input contribution (its costly part).
+# OPTIONS          passed to every fairseq-local command that loads the model,
+#                  e.g. --bpe sentencepiece --bpe-model FILE.model.
+#
+# Output: OUT/attention.pt, OUT/{bias,sensitivity,hta}.{json,md} and the PNG figures.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+
+RUN="" CKPT=checkpoint_best.pt DATA="" CONLLU="" TEXT="" OUT="" N=200 HTA_LEN="" NO_INPUT=()
+EXTRA=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -h|--help) usage; exit 0 ;;
+    --checkpoint|--data|--conllu|--text|--out|--max-sentences|--hta-max-len) needs_value "$@" ;;&
+    --checkpoint) CKPT="$2"; shift 2 ;;
+    --data) DATA="$2"; shift 2 ;;
+    --conllu) CONLLU="$2"; shift 2 ;;
+    --text) TEXT="$2"; shift 2 ;;
+    --out) OUT="$2"; shift 2 ;;
+    --max-sentences) N="$2"; shift 2 ;;
+    --hta-max-len) HTA_LEN="$2"; shift 2 ;;
+    --no-input) NO_INPUT=(--no-input); shift ;;
+    --) shift; EXTRA=("$@"); break ;;
+    -*) die "unknown option '$1' (see --help)" ;;
+    *) [ -z "$RUN" ] || die "unexpected argument '$1' (one RUN_DIR)"; RUN="$1"; shift ;;
+  esac
+done
+[ -n "$RUN" ] || die "missing RUN_DIR (see --help)"
+[ -d "$RUN" ] || die "no run directory '$RUN'"
+ckpt="$RUN/$CKPT"
+[ -f "$ckpt" ] || die "no checkpoint '$ckpt' (see --checkpoint)"
+[[ "$N" =~ ^[1-9][0-9]*$ ]] || die "--max-sentences must be a positive integer, not '$N'"
+[ -z "$HTA_LEN" ] || [[ "$HTA_LEN" =~ ^[1-9][0-9]*$ ]] || die "--hta-max-len must be a positive integer, not '$HTA_LEN'"
+[ -z "$CONLLU" ] || [ -z "$TEXT" ] || die "give --conllu or --text, not both"
+if [ -z "$DATA" ]; then
+  DATA="$(python - "$ckpt" <<'PY'
+import sys
+import torch
+state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+cfg = state.get("cfg")
+print(cfg["task"]["data"] if cfg is not None else getattr(state.get("args"), "data", ""))
+PY
+)" || die "cannot read '$ckpt'"
+fi
+if [ -z "$CONLLU" ] && [ -z "$TEXT" ]; then
+  CONLLU="$DATA/raw/test.src.conllu"
+  [ -f "$CONLLU" ] || die "no $CONLLU: give --conllu FILE or --text FILE"
+fi
+INPUT=(--conllu "$CONLLU"); src="$CONLLU"
+[ -z "$TEXT" ] || { INPUT=(--text "$TEXT"); src="$TEXT"; }
+[ -f "$src" ] || die "no input file '$src'"
+OUT="${OUT:-$RUN/analysis}"
+mkdir -p "$OUT"
+MODEL=(--path "$ckpt" --data "$DATA" "${INPUT[@]}" --max-sentences "$N" "${EXTRA[@]}")
+HTA=("${NO_INPUT[@]}")
+[ -z "$HTA_LEN" ] || HTA+=(--max-len "$HTA_LEN")
+
+# step NAME OUTPUT COMMAND... : run COMMAND unless NAME's stamp matches the
+# checkpoint, the input, the options and OUTPUT.
+step() {
+  local name="$1" output="$2"; shift 2
+  echo "$*" > "$OUT/.$name.options"
+  if step_done "$OUT/.$name.done" "$ckpt" "$src" "$OUT/.$name.options" "$output"; then
+    log "$name: up to date ($output)"
+    return 0
+  fi
+  log "$name"
+  "$@" || die "$name failed"
+  step_finish "$OUT/.$name.done" "$ckpt" "$src" "$OUT/.$name.options" "$output"
+}
+
+step dump "$OUT/attention.pt" fairseq-local attention dump "${MODEL[@]}" --out "$OUT/attention.pt"
+step bias "$OUT/bias.json" fairseq-local analyze bias "$OUT/attention.pt" --out "$OUT"
+step sensitivity "$OUT/sensitivity.json" fairseq-local analyze sensitivity "${MODEL[@]}" --out "$OUT"
+step hta "$OUT/hta.json" fairseq-local analyze hta "${MODEL[@]}" "${HTA[@]}" --out "$OUT"
+log "analysis of $ckpt in $OUT: bias.md, sensitivity.md, hta.md and the figures (*.png)"
