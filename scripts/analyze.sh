@@ -7,7 +7,7 @@
 #
 # Usage: scripts/analyze.sh RUN_DIR [--checkpoint NAME] [--data DIR]
 #            [--conllu FILE | --text FILE] [--out DIR] [--max-sentences N]
-#            [--hta-max-len N] [--no-input] [-- OPTIONS...]
+#            [--hta-sentences N] [--hta-max-len N] [--no-input] [-- OPTIONS...]
 #
 # RUN_DIR          a training run (fairseq --save-dir), e.g. runs/demo/f.
 # --checkpoint     checkpoint file in RUN_DIR (default checkpoint_best.pt).
@@ -17,6 +17,8 @@
 #                  whitespace-tokenised sentences (no syntactic scores).
 # --out DIR        default RUN_DIR/analysis.
 # --max-sentences  the first N sentences (default 200).
+# --hta-sentences  HTA on the first N sentences only (default 50): its input
+#                  contribution costs T x d forward passes a batch.
 # --hta-max-len    longest sentence for HTA, in tokens (default: the model's
 #                  head dimension, Pascual et al. §5).
 # --no-input       HTA without the input contribution (its costly part).
@@ -27,18 +29,19 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-RUN="" CKPT=checkpoint_best.pt DATA="" CONLLU="" TEXT="" OUT="" N=200 HTA_LEN="" NO_INPUT=()
+RUN="" CKPT=checkpoint_best.pt DATA="" CONLLU="" TEXT="" OUT="" N=200 HTA_N=50 HTA_LEN="" NO_INPUT=()
 EXTRA=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
-    --checkpoint|--data|--conllu|--text|--out|--max-sentences|--hta-max-len) needs_value "$@" ;;&
+    --checkpoint|--data|--conllu|--text|--out|--max-sentences|--hta-sentences|--hta-max-len) needs_value "$@" ;;&
     --checkpoint) CKPT="$2"; shift 2 ;;
     --data) DATA="$2"; shift 2 ;;
     --conllu) CONLLU="$2"; shift 2 ;;
     --text) TEXT="$2"; shift 2 ;;
     --out) OUT="$2"; shift 2 ;;
     --max-sentences) N="$2"; shift 2 ;;
+    --hta-sentences) HTA_N="$2"; shift 2 ;;
     --hta-max-len) HTA_LEN="$2"; shift 2 ;;
     --no-input) NO_INPUT=(--no-input); shift ;;
     --) shift; EXTRA=("$@"); break ;;
@@ -51,6 +54,7 @@ done
 ckpt="$RUN/$CKPT"
 [ -f "$ckpt" ] || die "no checkpoint '$ckpt' (see --checkpoint)"
 [[ "$N" =~ ^[1-9][0-9]*$ ]] || die "--max-sentences must be a positive integer, not '$N'"
+[[ "$HTA_N" =~ ^[1-9][0-9]*$ ]] || die "--hta-sentences must be a positive integer, not '$HTA_N'"
 [ -z "$HTA_LEN" ] || [[ "$HTA_LEN" =~ ^[1-9][0-9]*$ ]] || die "--hta-max-len must be a positive integer, not '$HTA_LEN'"
 [ -z "$CONLLU" ] || [ -z "$TEXT" ] || die "give --conllu or --text, not both"
 if [ -z "$DATA" ]; then
@@ -72,8 +76,8 @@ INPUT=(--conllu "$CONLLU"); src="$CONLLU"
 [ -f "$src" ] || die "no input file '$src'"
 OUT="${OUT:-$RUN/analysis}"
 mkdir -p "$OUT"
-MODEL=(--path "$ckpt" --data "$DATA" "${INPUT[@]}" --max-sentences "$N" "${EXTRA[@]}")
-HTA=("${NO_INPUT[@]}")
+MODEL=(--path "$ckpt" --data "$DATA" "${INPUT[@]}" "${EXTRA[@]}")
+HTA=(--max-sentences "$HTA_N" "${NO_INPUT[@]}")
 [ -z "$HTA_LEN" ] || HTA+=(--max-len "$HTA_LEN")
 
 # step NAME OUTPUT COMMAND... : run COMMAND unless NAME's stamp matches the
@@ -90,8 +94,8 @@ step() {
   step_finish "$OUT/.$name.done" "$ckpt" "$src" "$OUT/.$name.options" "$output"
 }
 
-step dump "$OUT/attention.pt" fairseq-local attention dump "${MODEL[@]}" --out "$OUT/attention.pt"
+step dump "$OUT/attention.pt" fairseq-local attention dump "${MODEL[@]}" --max-sentences "$N" --out "$OUT/attention.pt"
 step bias "$OUT/bias.json" fairseq-local analyze bias "$OUT/attention.pt" --out "$OUT"
-step sensitivity "$OUT/sensitivity.json" fairseq-local analyze sensitivity "${MODEL[@]}" --out "$OUT"
+step sensitivity "$OUT/sensitivity.json" fairseq-local analyze sensitivity "${MODEL[@]}" --max-sentences "$N" --out "$OUT"
 step hta "$OUT/hta.json" fairseq-local analyze hta "${MODEL[@]}" "${HTA[@]}" --out "$OUT"
 log "analysis of $ckpt in $OUT: bias.md, sensitivity.md, hta.md and the figures (*.png)"

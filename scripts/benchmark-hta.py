@@ -3,8 +3,9 @@
 
 Times, on the same model and sentences in one run, the batched forward-mode
 computation of ``fairseq-local analyze hta`` (fairseq_local.analysis.contribution)
-against the naive reference: one backward pass per output coordinate of every
-head row.  The two are run alternately, ``--repeats`` times, and the median
+against the naive reference: one backward pass per output row o_{h,j} of
+every head and layer (batched over the row's d_h coordinates).  The two are
+run alternately, ``--repeats`` times, and the median
 sentences per second of each and their ratio are printed as a Markdown table.
 The two results are also compared (largest absolute difference).
 
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
           f"{n} sentences of {int(lengths.min())}-{int(lengths.max())} tokens, {torch.get_num_threads()} threads, "
           f"median of {args.repeats} repeats; largest difference {diff:.1e}\n")
     print("| input contribution | sentences/s | ratio |\n|---|---:|---:|")
-    print(f"| backward pass per output coordinate (naive) | {s:.3f} | 1.00 |")
+    print(f"| a backward pass per head output row (naive) | {s:.3f} | 1.00 |")
     print(f"| batched forward mode (analyze hta) | {f:.3f} | {f / s:.1f} |")
     return 0
 

@@ -3,8 +3,9 @@
 # whose heads are all band-1 in pre mode, then run scripts/analyze.sh on each
 # (attention bias, gradient sensitivity, Hidden Token Attribution, with the
 # papers' figures) against the synthetic corpus's gold trees, and print one
-# table. About 40 minutes on 2 CPU cores from a fresh clone, of which the
-# demo's training is 15; re-running skips finished steps.
+# table. About 25 minutes on 2 CPU cores from a fresh clone (the demo's
+# training is 16 of them; after scripts/demo.sh, about 8); re-running skips
+# finished steps.
 #
 # Usage: bash scripts/demo-analysis.sh
 # Env:   CONFIGS="a f i"     the demo's configurations (as scripts/demo.sh)

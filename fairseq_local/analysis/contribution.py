@@ -17,7 +17,8 @@ E[token] (fairseq's ``token_embeddings``) and the constant factor s cancels
 in the normalisation.
 
 :func:`input_contribution_naive` is the reference: one backward pass per
-output coordinate (L·T·d passes a sentence).
+output row o_{h,j} (L·H·T passes a sentence, each batched over the row's d_h
+coordinates).
 """
 
 import contextlib
@@ -131,11 +132,12 @@ def input_contribution(model: AnalysisModel, src_tokens: Tensor, src_lengths: Te
 
 def input_contribution_naive(model: AnalysisModel, ids: Tensor) -> Tensor:
     """The reference for one sentence ``ids`` (T,): a backward pass per output
-    coordinate of every head row.  Returns (L, H, T, T) as [l, h, j, i]."""
+    row o_{h,j} of every layer (its d_h coordinates at once, with
+    ``is_grads_batched``).  Returns (L, H, T, T) as [l, h, j, i]."""
     enc = model.encoder
     src_tokens, src_lengths = ids[None], torch.tensor([ids.numel()], device=ids.device)
     emb = enc.embed_tokens(src_tokens).detach().requires_grad_(True)
-    with torch.enable_grad():
+    with torch.enable_grad(), _positions_computed(enc, src_tokens):
         outs = _head_outputs(model, src_tokens, src_lengths)(emb)  # (L, T, 1, d)
         L, T = outs.shape[:2]
         H, dh = model.num_heads, model.head_dim
@@ -143,7 +145,8 @@ def input_contribution_naive(model: AnalysisModel, ids: Tensor) -> Tensor:
         for l in range(L):
             for h in range(H):
                 for j in range(T):
-                    for c in range(dh):
-                        (g,) = torch.autograd.grad(outs[l, j, 0, h * dh + c], emb, retain_graph=True)
-                        norms[l, h, j] += g[0].pow(2).sum(-1)
-    return _normalise(norms.sqrt())
+                    row = outs[l, j, 0, h * dh:(h + 1) * dh]
+                    basis = torch.eye(dh, dtype=row.dtype, device=row.device)
+                    (g,) = torch.autograd.grad(row, emb, basis, retain_graph=True, is_grads_batched=True)
+                    norms[l, h, j] = g[:, 0].pow(2).sum((0, 2)).sqrt()  # (dh, 1, T, d) -> (T,)
+    return _normalise(norms)

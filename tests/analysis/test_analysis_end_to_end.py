@@ -14,6 +14,7 @@ from conftest import run, train
 pytestmark = pytest.mark.slow
 
 UPDATES = ["--max-update", "10", "--no-epoch-checkpoints"]
+ARGS = ["--max-sentences", "12", "--hta-sentences", "12", "--hta-max-len", "14"]
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +27,7 @@ def runs(tiny_data, tmp_path_factory) -> Path:
 
 
 def test_analyze_sh_on_an_nmt_run(runs, tiny_data):
-    r = run(["bash", "scripts/analyze.sh", str(runs / "f"), "--max-sentences", "12", "--hta-max-len", "14"])
+    r = run(["bash", "scripts/analyze.sh", str(runs / "f"), *ARGS])
     out = runs / "f" / "analysis"
     records = torch.load(out / "attention.pt")
     assert len(records) == 12 and all(rec["tokens"][-1] == "</s>" and "heads" in rec for rec in records)
@@ -44,8 +45,8 @@ def test_analyze_sh_on_an_nmt_run(runs, tiny_data):
     for png in ["bias_thresholds", "bias_heads", "sensitivity", "hta_previous", "hta_input", "hta_attention",
                 "hta_contribution", "hta_centres"]:
         assert (out / f"{png}.png").stat().st_size > 1000, png
-    assert "locality" in r.stdout + r.stderr or (out / "bias.md").read_text().startswith("| layer")
-    again = run(["bash", "scripts/analyze.sh", str(runs / "f"), "--max-sentences", "12", "--hta-max-len", "14"])
+    assert (out / "bias.md").read_text().startswith("| layer") and "γ unrelated" in r.stdout
+    again = run(["bash", "scripts/analyze.sh", str(runs / "f"), *ARGS])
     assert again.stderr.count("up to date") == 4
 
 
@@ -99,7 +100,7 @@ def test_stock_roberta_is_refused_then_analysed_after_conversion(stock_roberta, 
     run_dir.mkdir()
     run(["fairseq-local", "convert-roberta", str(stock_roberta), str(run_dir / "checkpoint_best.pt"),
          "--arch", "roberta_local_base", "--attn-layout", "[band-1@@t*4];[global*4]"])
-    run(["bash", "scripts/analyze.sh", str(run_dir), "--conllu", conllu, "--max-sentences", "8",
+    run(["bash", "scripts/analyze.sh", str(run_dir), "--conllu", conllu, "--max-sentences", "8", "--hta-sentences", "8",
          "--hta-max-len", "12", "--", "--bpe", "none"])
     out = run_dir / "analysis"
     records = torch.load(out / "attention.pt")

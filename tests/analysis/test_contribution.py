@@ -1,6 +1,6 @@
 """The input contribution of Hidden Token Attribution (Pascual et al. Eq. 1):
-the batched forward-mode computation equals a backward pass per output
-coordinate, on NMT and RoBERTa encoders, with padding in the batch."""
+the batched forward-mode computation equals a backward pass per head output
+row, on NMT and RoBERTa encoders, with padding in the batch."""
 
 import pytest
 import torch

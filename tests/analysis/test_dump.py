@@ -222,3 +222,28 @@ def test_bias_of_a_conllu_sentence_with_multiword_tokens_empty_nodes_and_subword
     assert scores["syntactic"][0][0] == pytest.approx(float(Fraction(33, 8)))
     # locality: rows 2..7 (rows 0 and 1 are zero): 9/5, 9/10, 9/10, 9/5, 0, 0
     assert scores["local"][0][0] == pytest.approx(float(Fraction(9, 10)))
+
+
+def test_analyze_table_rows(tmp_path, capsys):
+    import json
+
+    from fairseq_local.cli.main import main
+
+    run = tmp_path / "f" / "analysis"
+    run.mkdir(parents=True)
+    (run / "bias.json").write_text(json.dumps({"local": [[4.0, 2.0], [None, 6.0]], "syntactic": [[1.0, 3.5], [0.5, 1.0]],
+                                               "sentences": 3}))
+    (run / "sensitivity.json").write_text(json.dumps({"local": [[0.2, 0.4], [0.3, None]], "syntactic": [[None, None]] * 2,
+                                                      "unrelated": [[0.0, 0.0], [0.0, 0.0]], "sentences": 2}))
+    other = tmp_path / "band"
+    other.mkdir()
+    (other / "hta.json").write_text(json.dumps({"pearson_previous": [[1.0, 0.5]], "pearson_input": None,
+                                                "attention_centre": [-1.0, 0.5], "contribution_centre": [0.25]}))
+    assert main(["analyze", "table", str(run), str(other), "--markdown", str(tmp_path / "t.md")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "| f | 2x2 | 4.000 | 50% | 1.500 | 25% | 0.3000 | - | 0.0000 | - | - | - | - |"
+    assert lines[3] == "| band | - | - | - | - | - | - | - | - | 0.750 | - | -0.25 | +0.25 |"
+    assert (tmp_path / "t.md").read_text().splitlines() == lines
+    with pytest.raises(SystemExit):
+        main(["analyze", "table", str(tmp_path / "missing")])
+    assert capsys.readouterr().err == f"error: no analysis folder '{tmp_path / 'missing'}'\n"
