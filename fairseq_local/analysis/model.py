@@ -158,7 +158,7 @@ class AnalysisModel:
         overrides = {"data": data} if data else {}
         try:
             models, cfg, task = checkpoint_utils.load_model_ensemble_and_task([path], arg_overrides=overrides)
-        except (FileNotFoundError, KeyError, RuntimeError, AttributeError, EOFError) as e:
+        except Exception as e:  # fairseq's loader raises many kinds; the user needs one line
             raise AnalysisError(f"cannot load '{path}' (with data '{data or 'from the checkpoint'}'): "
                                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         data = data or getattr(cfg.task, "data", None) or ""

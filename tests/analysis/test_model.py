@@ -71,3 +71,13 @@ def test_finding_the_tokeniser_of_a_data_folder(tmp_path):
         word_tokeniser("sentencepiece", str(tmp_path / "none.model"))
     with pytest.raises(AnalysisError, match="unknown --bpe"):
         word_tokeniser("wordpiece", None)
+
+
+def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path):
+    from fairseq_local.analysis.model import AnalysisModel
+
+    (tmp_path / "x.pt").write_bytes(b"\x80\x02garbage")
+    for path in (tmp_path / "x.pt", tmp_path / "missing.pt"):
+        with pytest.raises(AnalysisError) as e:
+            AnalysisModel.load(str(path))
+        assert "\n" not in str(e.value) and str(path) in str(e.value)
