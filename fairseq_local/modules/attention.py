@@ -44,11 +44,15 @@ from torch import Tensor, nn
 
 from .gates import HeadGates
 from .layout import LayerSpec
+from .kernels import FLASH_DTYPES, WindowPlan, global_attention, window_attention, window_of
 from .learned import AxisAdaptiveSpec, AxisSelector, DamMask, DamSpec, TauSchedule
 from .masks import GlobalMask, HeadMask, OffsetMask, real_positions, stack_masks
-from .options import MASK_MODES, AttentionConfig, resolved, tau_schedule
+from .options import ATTN_IMPLS, MASK_MODES, AttentionConfig, resolved, tau_schedule
 from .sparsity import AttentionRecord, active_record_list
 
+# --attn-impl auto: below this many positions a layer of window heads runs the
+# dense path, whose few large operations cost less than the window's many small ones.
+AUTO_WINDOW_MIN_LEN = 64
 
 
 class QKProjection(nn.Module):
@@ -106,6 +110,9 @@ class LocalMultiheadAttention(nn.Module):
         self.head_dim = embed_dim // num_heads
         self.scaling = self.head_dim ** -0.5
         self.mask_mode = mode
+        if str(cfg.attn_impl) not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl must be one of {ATTN_IMPLS}, not {cfg.attn_impl!r}")
+        self.attn_impl = str(cfg.attn_impl)
         self.masks: Tuple[HeadMask, ...] = masks
         # The fixed part: learned heads see every key before their learned mask.
         self.fixed_masks = tuple(GlobalMask() if m.learned else m for m in masks)
@@ -114,6 +121,15 @@ class LocalMultiheadAttention(nn.Module):
         self.aaa_heads = tuple(h for h, m in enumerate(masks) if isinstance(m, AxisAdaptiveSpec))
         self.aaa_local = tuple(OffsetMask("local", -masks[h].window, masks[h].window) for h in self.aaa_heads)
         self.gated_heads = layer.gated_heads
+        # The structured paths (fairseq_local.modules.kernels): unmasked heads through the fused
+        # kernel, window heads through the windowed one; a layer with any other head runs dense.
+        self.global_heads = tuple(h for h, m in enumerate(masks) if type(m) is GlobalMask)
+        window = [(h, window_of(m)) for h, m in enumerate(masks) if window_of(m) is not None]
+        self.window_plan = WindowPlan(tuple(h for h, _ in window), tuple(self.head_to_group[h] for h, _ in window),
+                                      tuple(w for _, w in window)) if window else None
+        self.structured = len(self.global_heads) + len(window) == num_heads
+        order = self.global_heads + tuple(h for h, _ in window)  # the structured path's head order
+        self.head_order = None if not self.structured or order == tuple(range(num_heads)) else order
         if len(dam) != len(self.dam_heads):
             raise ValueError(f"{len(self.dam_heads)} DAM heads need as many DamMask modules, got {len(dam)}")
         # Learned heads in (DAM..., AAA...) order; which of them enter before the softmax.
@@ -138,8 +154,10 @@ class LocalMultiheadAttention(nn.Module):
         self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+        inverse = sorted(range(num_heads), key=(self.head_order or range(num_heads)).__getitem__)
         for name, index in [("group_index", self.head_to_group), ("learned_index", self.learned_heads),
-                            ("gate_index", self.gated_heads)]:
+                            ("gate_index", self.gated_heads), ("window_index", self.window_plan.heads if window else ()),
+                            ("global_index", self.global_heads), ("order_inverse", inverse)]:
             self.register_buffer(name, torch.tensor(index, dtype=torch.long), persistent=False)
         pre = torch.zeros(num_heads, dtype=torch.bool)
         pre[list(self.pre_learned)] = True
@@ -242,17 +260,13 @@ class LocalMultiheadAttention(nn.Module):
         v = v.view(tgt_len, bsz, H, dh).permute(1, 2, 0, 3)  # (B, H, S, dh)
         if key_padding_mask is not None and not key_padding_mask.any():
             key_padding_mask = None
-        fixed = self.fixed_mask(tgt_len, key_padding_mask, query.device)
         learned, indicators = self.learned_mask(query, key_padding_mask)
 
-        if fixed is None and learned is None and self.untied and not need_weights and attn_mask is None:
-            # Plain multi-head attention: the fused kernel, as fairseq's fast path.
-            keep = None if key_padding_mask is None else ~key_padding_mask[:, None, None, :]
-            drop = self.dropout_module
-            p = drop.p if (self.training or drop.apply_during_inference) else 0.0
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=p)
-            weights = None
+        if self.path(tgt_len, need_weights, attn_mask, q.dtype) == "structured":
+            out = self.structured_attention(q, k, v, key_padding_mask)
+            probs = weights = None
         else:
+            fixed = self.fixed_mask(tgt_len, key_padding_mask, query.device)
             probs = self.attention_probs(q, k, fixed, learned, key_padding_mask, attn_mask)
             out = torch.matmul(self.dropout_module(probs), v)  # (B, H, T, dh)
             weights = probs.transpose(0, 1) if asked else None  # (H, B, T, S)
@@ -270,9 +284,47 @@ class LocalMultiheadAttention(nn.Module):
             sink.append(probs.detach())
         records = active_record_list()
         if records is not None:
-            records.append(AttentionRecord(self, fixed, learned, indicators, key_padding_mask, tgt_len, bsz))
+            records.append(AttentionRecord(self, learned, indicators, key_padding_mask, tgt_len, bsz))
         out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
         return self.out_proj(out), weights
+
+    def path(self, tgt_len: int, need_weights: bool, attn_mask: Optional[Tensor], dtype: torch.dtype) -> str:
+        """``dense`` (:meth:`attention_probs`, every head) or ``structured``
+        (:meth:`structured_attention`) for a forward pass, by ``attn_impl``.
+
+        ``window`` takes the structured path wherever it applies; ``auto``
+        too, except for window heads on short inputs (< AUTO_WINDOW_MIN_LEN
+        positions).  Weights, an ``attn_mask``, learned heads and heads
+        without a structured form always take the dense path."""
+        if (self.attn_impl == "dense" or need_weights or attn_mask is not None or not self.structured
+                or self.learned_heads or dtype not in FLASH_DTYPES):
+            return "dense"
+        if self.attn_impl == "auto" and self.window_plan is not None and tgt_len < AUTO_WINDOW_MIN_LEN:
+            return "dense"
+        return "structured"
+
+    def structured_attention(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor]) -> Tensor:
+        """Global heads through the fused kernel, window heads through the
+        windowed one (:mod:`fairseq_local.modules.kernels`).
+
+        Args:
+            q, k: (B, G, T, dh); v: (B, H, T, dh); key_padding_mask: (B, T) or None.
+        Returns:
+            (B, H, T, dh), equal to ``attention_probs(...) @ v``.
+        """
+        drop = self.dropout_module
+        p = drop.p if (self.training or drop.apply_during_inference) else 0.0
+        parts = []
+        if self.global_heads:
+            groups = [self.head_to_group[h] for h in self.global_heads]
+            v_global = v if len(self.global_heads) == self.num_heads else v.index_select(1, self.global_index)
+            parts.append(global_attention(q, k, v_global, groups, key_padding_mask, self.scaling, p))
+        if self.window_plan is not None:
+            v_window = v if not self.global_heads else v.index_select(1, self.window_index)
+            parts.append(window_attention(q, k, v_window, self.window_plan, key_padding_mask, self.mask_mode,
+                                          self.scaling, drop if p > 0 else None))
+        out = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+        return out if self.head_order is None else out.index_select(1, self.order_inverse)
 
     def attention_probs(
         self,

@@ -24,6 +24,7 @@ from .layout import check_layout, format_layout, parse_layout
 from .learned import DAM_ESTIMATORS, TAU_SCHEDULES, TauSchedule
 
 MASK_MODES = ("post", "pre")
+ATTN_IMPLS = ("auto", "dense", "window", "flex")
 DAM_L1 = ("sum", "density")
 
 
@@ -39,6 +40,11 @@ class AttentionConfig(FairseqDataclass):
     mask_mode: Optional[ChoiceEnum(MASK_MODES)] = field(default=None, metadata={
         "help": "post: multiply the softmax by the mask, no renormalisation (Pande et al. Eq. 9; default); "
                 "pre: exclude masked keys before the softmax (default of the DAM and fixed sparse archs)"})
+    attn_impl: Optional[ChoiceEnum(ATTN_IMPLS)] = field(default=None, metadata={
+        "help": "how attention is computed (same results): auto = the fastest correct path per layer "
+                "(default); dense = one n x n path for every head (the reference); window = windowed "
+                "kernels for local heads and the fused kernel for global ones; flex = PyTorch "
+                "FlexAttention with a block mask per head (CUDA; forward only on CPU)"})
     mask_file: Optional[str] = field(default=None, metadata={
         "help": "masks written by 'fairseq-local export', for 'file' heads"})
     mask_neg: Optional[float] = field(default=None, metadata={
@@ -87,7 +93,7 @@ class AttentionConfig(FairseqDataclass):
 
 
 DEFAULTS: Dict[str, object] = dict(
-    mask_mode="post", mask_neg=-1e4, dam_estimator="hard", dam_init=0.0, dam_init_std=1e-3,
+    mask_mode="post", attn_impl="auto", mask_neg=-1e4, dam_estimator="hard", dam_init=0.0, dam_init_std=1e-3,
     dam_l1="sum", tau_start=1.0, tau_anneal="constant", tau_anneal_updates=0, gate_preset="louizos",
     gate_gamma=-0.1, gate_zeta=1.1,
 )
