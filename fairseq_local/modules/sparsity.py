@@ -3,10 +3,15 @@ forward pass (as fairseq's ``examples/adaptive_span`` pulls ``get_aux_loss``).
 
 An encoder's forward pass runs inside :func:`recording`: each
 :class:`~fairseq_local.modules.attention.LocalMultiheadAttention` appends an
-:class:`AttentionRecord` (its realised pattern) to the list of the open
-context, and the encoder returns that list with its output.  Nothing is kept
-on the modules between calls.  :func:`sparsity_terms` turns the records, and
-the parameters of the learned masks and gates, into:
+:class:`AttentionRecord` (its learned masks, AAA indicators and padding) to
+the list of the open context, and the encoder returns that list with its
+output.  Nothing is kept on the modules between calls, and no dense pattern of
+the fixed heads is built: their |M| is counted from the masks' structure
+(:meth:`~fairseq_local.modules.masks.HeadMask.pair_count`), that of the
+``aaa`` heads from the row and column indicators
+(:meth:`~fairseq_local.modules.learned.AxisSelector.pattern_count`).
+:func:`sparsity_terms` turns the records, and the parameters of the learned
+masks and gates, into:
 
 * the DAM L1 term (SparseBERT, Eq. 5), in the convention of ``--dam-l1``:
   ``sum`` — Σ over distinct DAM masks of ‖M‖₁ of the whole
@@ -30,6 +35,8 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence
 
 import torch
 from torch import Tensor
+
+from .learned import AxisSelector
 
 if TYPE_CHECKING:  # pragma: no cover
     from .attention import LocalMultiheadAttention
@@ -58,12 +65,13 @@ def active_record_list() -> Optional[list]:
 class AttentionRecord:
     """What one attention forward pass realised.
 
-    ``fixed``: None or bool (H, T, T) / (B, H, T, T); ``learned``: None or M
-    (B, len(module.learned_heads), T, T); ``indicators``: None or (2, B, T);
-    ``padding_mask``: None or (B, T) bool."""
+    ``learned``: None or M (B, L, T, T) of the first L of
+    ``module.learned_heads`` (DAM heads first; only the DAM heads' slices are
+    read); ``indicators``: None or I_r, I_c (2, B, T) of the ``aaa`` heads;
+    ``padding_mask``: None or (B, T) bool.  The fixed heads' patterns are
+    ``module.fixed_masks``, counted from their structure, never stored."""
 
     module: "LocalMultiheadAttention"
-    fixed: Optional[Tensor]
     learned: Optional[Tensor]
     indicators: Optional[Tensor]
     padding_mask: Optional[Tensor]
@@ -78,21 +86,27 @@ class AttentionRecord:
         return ~self.padding_mask
 
     def kept(self, real: Tensor) -> Tensor:
-        """(B, H): Σ over each sentence's real pairs of the head's pattern
-        (|M| of Eq. 9); differentiable in the learned heads' M.  ``real`` is
-        :meth:`real`."""
-        pair = (real[:, :, None] & real[:, None, :]).float()  # (B, T, S)
+        """(B, H) float32: the number of each sentence's real pairs that the
+        head allows (|M| of Adaptive Axis Attention, Eq. 9), differentiable in
+        the learned heads.  ``real`` is :meth:`real`.
+
+        Fixed heads: :meth:`~fairseq_local.modules.masks.HeadMask.pair_count`
+        at the sentence's length, once per distinct length of the batch;
+        ``aaa`` heads: :meth:`AxisSelector.pattern_count` of the indicators
+        (Eq. 12 OR ``local-W``); DAM heads: Σ of M over the real pairs."""
         m = self.module
-        if self.fixed is None:
-            kept = pair.sum((-1, -2))[:, None].expand(self.B, m.num_heads)
-        elif self.fixed.dim() == 3:
-            kept = torch.einsum("hts,bts->bh", self.fixed.float(), pair)
-        else:
-            kept = (self.fixed.float() * pair[:, None]).sum((-1, -2))
-        if self.learned is not None:
-            learned = (self.learned * pair[:, None]).sum((-1, -2))  # (B, L)
-            kept = kept.detach().index_copy(1, m.learned_index, learned)
-        return kept
+        lengths, which = torch.unique(real.sum(-1), return_inverse=True)
+        counts = [[mask.pair_count(n) for mask in m.fixed_masks] for n in lengths.tolist()]
+        kept = torch.tensor(counts, dtype=torch.float32, device=real.device)[which]  # (B, H)
+        if not m.learned_heads:
+            return kept
+        parts = []
+        if m.dam_heads:
+            w = real.float()
+            dam = self.learned[:, : len(m.dam_heads)].float()  # (B, D, T, T)
+            parts.append(torch.einsum("bhts,bt,bs->bh", dam, w, w))
+        parts += [AxisSelector.pattern_count(self.indicators, real, loc.hi)[:, None] for loc in m.aaa_local]
+        return kept.index_copy(1, m.learned_index, torch.cat(parts, 1))
 
 
 @dataclass

@@ -58,6 +58,11 @@ draws are fixed by (SEED, n) (SEED defaults to 0), never by the batch.  A
 ``bigbird`` mask draws the same global positions as the ``longformer`` mask and
 the same keys as the ``random`` mask of its seed.
 
+:meth:`HeadMask.pair_count` is the number of allowed pairs at length n (|M|
+of Adaptive Axis Attention, Eq. 9): in closed form for ``global`` and the
+offset kinds, in O(n) over the offsets for the other relative kinds and their
+unions, and from the (n, n) matrix, once per (mask, n), for the others.
+
 New kinds are added with :func:`register_mask_kind`.
 """
 

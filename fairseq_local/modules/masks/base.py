@@ -6,6 +6,7 @@ position i and a key at position j the offset is ``d = j − i``.
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Optional, Tuple
 
 import torch
@@ -49,8 +50,29 @@ class HeadMask:
         """
         raise NotImplementedError
 
+    def pair_count(self, n: int) -> int:
+        """The number of allowed (i, j) among the positions 0..n−1 of a
+        sentence of n real tokens, i.e. ``dense(arange(n), arange(n)).sum()``
+        (|M| of Adaptive Axis Attention, Eq. 9).  Cached per (mask, n)."""
+        return _pair_count(self, n) if n > 0 else 0
+
+    def _count_pairs(self, n: int) -> int:
+        """:meth:`pair_count` for n ≥ 1, uncached.  Relative masks: Σ over the
+        offsets d of allows(d)·(n − |d|), O(n); others: the dense (n, n) matrix."""
+        if self.relative:
+            d = torch.arange(1 - n, n)
+            allowed = self.dense(torch.zeros(1, dtype=torch.long), d)[0]  # (2n − 1,): the rule on d
+            return int((allowed.long() * (n - d.abs())).sum())
+        pos = torch.arange(n)
+        return int(self.dense(pos, pos).sum())
+
     def __str__(self) -> str:
         raise NotImplementedError
+
+
+@lru_cache(maxsize=8192)
+def _pair_count(mask: HeadMask, n: int) -> int:
+    return mask._count_pairs(n)
 
 
 @dataclass(frozen=True)
@@ -69,6 +91,9 @@ class GlobalMask(HeadMask):
         return torch.ones(
             pos_q.shape + pos_k.shape[-1:], dtype=torch.bool, device=pos_q.device
         )
+
+    def _count_pairs(self, n: int) -> int:
+        return n * n
 
     def __str__(self) -> str:
         return "global"
@@ -105,12 +130,28 @@ class OffsetMask(RelativeMask):
     def allows(self, d: torch.Tensor) -> torch.Tensor:
         return (d >= self.lo) & (d <= self.hi)
 
+    def _count_pairs(self, n: int) -> int:
+        """Σ_{d=lo..hi} max(0, n − |d|), in closed form."""
+        a, b = max(self.lo, 1 - n), min(self.hi, n - 1)
+        if a > b:
+            return 0
+        return (b - a + 1) * n - _abs_sum(a, b)
+
     def __str__(self) -> str:
         if self.name == "identity":
             return "identity"
         k = self.hi if self.name != "prev" else -self.lo
         return f"{self.name}-{k}"
 
+
+
+def _abs_sum(a: int, b: int) -> int:
+    """Σ_{d=a..b} |d| for integers a ≤ b."""
+    if a >= 0:
+        return (a + b) * (b - a + 1) // 2
+    if b <= 0:
+        return -(a + b) * (b - a + 1) // 2
+    return -a * (1 - a) // 2 + b * (b + 1) // 2
 
 
 def real_positions(padding_mask: Optional[torch.Tensor], length: int) -> torch.Tensor:
