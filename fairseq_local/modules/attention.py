@@ -44,6 +44,8 @@ from torch import Tensor, nn
 
 from .gates import HeadGates
 from .layout import LayerSpec
+from ..errors import OptionError
+from .flex import flex_attention_heads, flex_available
 from .kernels import FLASH_DTYPES, WindowPlan, global_attention, window_attention, window_of
 from .learned import AxisAdaptiveSpec, AxisSelector, DamMask, DamSpec, TauSchedule
 from .masks import GlobalMask, HeadMask, OffsetMask, real_positions, stack_masks
@@ -262,8 +264,13 @@ class LocalMultiheadAttention(nn.Module):
             key_padding_mask = None
         learned, indicators = self.learned_mask(query, key_padding_mask)
 
-        if self.path(tgt_len, need_weights, attn_mask, q.dtype) == "structured":
+        path = self.path(tgt_len, need_weights, attn_mask, q.dtype, q.device, q.requires_grad)
+        if path == "structured":
             out = self.structured_attention(q, k, v, key_padding_mask)
+            probs = weights = None
+        elif path == "flex":
+            out = flex_attention_heads(q, k, v, self.fixed_masks, self.head_to_group, key_padding_mask,
+                                       self.mask_mode, self.scaling)
             probs = weights = None
         else:
             fixed = self.fixed_mask(tgt_len, key_padding_mask, query.device)
@@ -288,18 +295,31 @@ class LocalMultiheadAttention(nn.Module):
         out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
         return self.out_proj(out), weights
 
-    def path(self, tgt_len: int, need_weights: bool, attn_mask: Optional[Tensor], dtype: torch.dtype) -> str:
-        """``dense`` (:meth:`attention_probs`, every head) or ``structured``
-        (:meth:`structured_attention`) for a forward pass, by ``attn_impl``.
+    def path(self, tgt_len: int, need_weights: bool, attn_mask: Optional[Tensor], dtype: torch.dtype,
+             device: torch.device = torch.device("cpu"), needs_grad: bool = False) -> str:
+        """The path of a forward pass, by ``attn_impl``: ``dense``
+        (:meth:`attention_probs`, every head), ``structured``
+        (:meth:`structured_attention`) or ``flex`` (FlexAttention).
 
         ``window`` takes the structured path wherever it applies; ``auto``
         too, except for window heads on short inputs (< AUTO_WINDOW_MIN_LEN
-        positions).  Weights, an ``attn_mask``, learned heads and heads
-        without a structured form always take the dense path."""
-        if (self.attn_impl == "dense" or need_weights or attn_mask is not None or not self.structured
-                or self.learned_heads or dtype not in FLASH_DTYPES):
+        positions), and takes FlexAttention on CUDA for other fixed kinds.
+        Weights, an ``attn_mask``, learned heads and (except under ``flex``)
+        heads without a structured form always take the dense path.
+        ``flex`` where FlexAttention cannot run is a one-line
+        :class:`~fairseq_local.errors.OptionError`."""
+        impl = self.attn_impl
+        if impl == "dense" or need_weights or attn_mask is not None or self.learned_heads:
             return "dense"
-        if self.attn_impl == "auto" and self.window_plan is not None and tgt_len < AUTO_WINDOW_MIN_LEN:
+        if impl == "flex" or (impl == "auto" and device.type == "cuda" and not self.structured):
+            reason = flex_available(device, needs_grad)
+            if reason is None and not (needs_grad and self.dropout_module.p > 0):
+                return "flex"
+            if impl == "flex":
+                raise OptionError(reason or "--attn-impl flex has no attention dropout; use --attention-dropout 0")
+        if not self.structured or dtype not in FLASH_DTYPES:
+            return "dense"
+        if impl == "auto" and self.window_plan is not None and tgt_len < AUTO_WINDOW_MIN_LEN:
             return "dense"
         return "structured"
 

@@ -187,3 +187,23 @@ def test_identical_for_all_lengths_and_groupings(mode):
     for groups, T in itertools.product([[0, 1, 2, 3], [0, 0, 1, 1], [0, 0, 0, 0]], [3, 8]):
         dense, fast = pair(tokens, groups, mode=mode)
         check_same(dense, fast, T, lengths=[T, max(1, T - 2), 1], left=bool(T % 2))
+
+
+def test_flex_impl_on_cpu_runs_forward_only():
+    """--attn-impl flex: the forward equals dense on the CPU; training there
+    is a one-line error (FlexAttention has no CPU backward in this torch)."""
+    from fairseq_local.errors import OptionError
+
+    dense = make_attention(["star", "band-1", "bigbird-1-2-2", "global"], mode="post", attn_impl="dense", std=0.15)
+    flex = make_attention(["star", "band-1", "bigbird-1-2-2", "global"], mode="post", attn_impl="flex", std=0.15)
+    flex.load_state_dict(dense.state_dict())
+    x = torch.randn(9, 2, 16)
+    kpm = padding_mask([9, 5], left_pad=True)
+    with torch.no_grad():
+        assert flex.path(9, False, None, x.dtype) == "flex"
+        assert_close(flex(x, key_padding_mask=kpm)[0], dense(x, key_padding_mask=kpm)[0])
+    with pytest.raises(OptionError, match="no backward on CPU"):
+        flex(x.requires_grad_(), key_padding_mask=kpm)
+    # auto never picks it on the CPU
+    auto = make_attention(["star", "global"], attn_impl="auto")
+    assert auto.path(512, False, None, torch.float32, torch.device("cpu"), True) == "dense"
