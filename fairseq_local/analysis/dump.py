@@ -111,10 +111,15 @@ def load_dump(path: str) -> List[dict]:
         raise AnalysisError(f"no dump file '{path}'") from None
     except Exception as e:
         raise AnalysisError(f"'{path}' is not an attention dump ({type(e).__name__})") from None
-    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+    if not isinstance(records, list):
         raise AnalysisError(f"'{path}' is not an attention dump (expected a list of records, "
                             f"got {type(records).__name__})")
+    if not records:
+        raise AnalysisError(f"'{path}' is an empty list, not an attention dump")
     for k, r in enumerate(records):
+        if not isinstance(r, dict):
+            raise AnalysisError(f"'{path}' is not an attention dump (item {k} is a {type(r).__name__}, "
+                                f"not a record)")
         missing = [key for key in RECORD_KEYS if key not in r]
         if missing:
             raise AnalysisError(f"'{path}': record {k} has no {', '.join(missing)} (not an attention dump)")

@@ -93,9 +93,12 @@ def stock_roberta(tiny_data, tmp_path_factory) -> Path:
 
 def test_stock_roberta_is_refused_then_analysed_after_conversion(stock_roberta, tiny_data, tmp_path):
     conllu = str(tiny_data / "raw" / "test.src.conllu")
-    r = run(["fairseq-local", "attention", "dump", "--path", str(stock_roberta), "--conllu", conllu, "--bpe", "none",
-             "--out", str(tmp_path / "d.pt")], check=False)
-    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "no fairseq-local attention" in r.stderr, r.stderr
+    for command in (["attention", "dump"], ["analyze", "sensitivity"], ["analyze", "hta"]):
+        r = run(["fairseq-local", *command, "--path", str(stock_roberta), "--conllu", conllu, "--bpe", "none",
+                 "--out", str(tmp_path / "refused")], check=False)
+        assert r.returncode == 1 and r.stderr == (f"error: '{stock_roberta}' has no fairseq-local attention module in "
+                                                  "its encoder (a stock fairseq model? convert RoBERTa with "
+                                                  "fairseq-local convert-roberta)\n"), (command, r.stderr)
     run_dir = tmp_path / "converted"
     run_dir.mkdir()
     run(["fairseq-local", "convert-roberta", str(stock_roberta), str(run_dir / "checkpoint_best.pt"),

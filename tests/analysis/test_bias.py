@@ -99,8 +99,8 @@ def test_special_tokens_are_keys_in_local_windows_but_no_queries():
 def test_corpus_mean_over_sentences_with_a_defined_score():
     result = bias_scores([record([0, 1, 2, 3, 4, -1], PREV1), record(WORDS8, TO_HEAD, HEADS)])
     assert result["sentences"] == 2
-    assert result["local"][0][0] == pytest.approx(float((Fraction(27, 20) + Fraction(99, 80)) / 2))
-    assert result["syntactic"][0][0] == pytest.approx(27 / 5)  # only the parsed sentence
+    assert result["local"][0][0] == pytest.approx(float((Fraction(27, 20) + Fraction(99, 80)) / 2), abs=1e-12)
+    assert result["syntactic"][0][0] == pytest.approx(27 / 5, abs=1e-12)  # only the parsed sentence
 
 
 def test_closed_heads_are_skipped():

@@ -17,7 +17,7 @@ def test_batched_forward_mode_equals_a_backward_loop(build):
     items, _ = prepare(m, SENTENCES[:2])
     src, lengths = m.collate([it.input for it in items])
     assert lengths[0] < lengths[1]  # the shorter sentence is padded
-    got = input_contribution(m, src, lengths, chunk=5)  # chunks that split a position's coordinates
+    got = input_contribution(m, src, lengths, chunk=24)  # d = 16: every other chunk boundary splits a position
     L, H = m.num_layers, m.num_heads
     assert got.shape == (2, L, H, src.shape[1], src.shape[1])
     for b, it in enumerate(items):

@@ -161,13 +161,21 @@ def test_dump_round_trip_and_wrong_formats(tmp_path):
     save_dump(records, str(tmp_path / "d.pt"))
     back = load_dump(str(tmp_path / "d.pt"))
     assert back[0]["tokens"] == records[0]["tokens"] and torch.equal(back[0]["attn"], records[0]["attn"])
-    cases = {"tensor.pt": torch.zeros(3), "nokeys.pt": [{"tokens": ["a"]}],
-             "shape.pt": [dict(records[0], attn=torch.zeros(2, 4, 3, 3))]}
-    for name, obj in cases.items():
+    T = len(records[0]["tokens"])
+    cases = {  # what follows the quoted file name in the one-line message
+        "tensor.pt": (torch.zeros(3), " is not an attention dump (expected a list of records, got Tensor)"),
+        "empty.pt": ([], " is an empty list, not an attention dump"),
+        "tensors.pt": ([torch.zeros(3)], " is not an attention dump (item 0 is a Tensor, not a record)"),
+        "nokeys.pt": ([records[0], {"tokens": ["a"]}],
+                      ": record 1 has no word_ids, words, attn (not an attention dump)"),
+        "shape.pt": ([dict(records[0], attn=torch.zeros(2, 4, 3, 3))],
+                     f": record 0 has attention of shape (2, 4, 3, 3), expected (L, H, {T}, {T})"),
+    }
+    for name, (obj, message) in cases.items():
         torch.save(obj, tmp_path / name)
         with pytest.raises(AnalysisError) as e:
             load_dump(str(tmp_path / name))
-        assert "\n" not in str(e.value)
+        assert str(e.value) == f"'{tmp_path / name}'{message}"
     (tmp_path / "text.pt").write_text("not a dump")
     for name in ("text.pt", "missing.pt"):
         with pytest.raises(AnalysisError, match="dump"):
@@ -219,9 +227,9 @@ def test_bias_of_a_conllu_sentence_with_multiword_tokens_empty_nodes_and_subword
     scores = bias_scores([dict(rec, attn=attn)])
     # syntactic: S_3 = {0}, S_4 = {7}, S_6 = {0, 1}, S_7 = {0, 1, 4}; S_2 and S_5 are inside L
     # a = (mass in S / |S|) / (1 / 9): 9/2, 9/2, 9/2 and 3, mean 33/8
-    assert scores["syntactic"][0][0] == pytest.approx(float(Fraction(33, 8)))
+    assert scores["syntactic"][0][0] == pytest.approx(float(Fraction(33, 8)), abs=1e-12)
     # locality: rows 2..7 (rows 0 and 1 are zero): 9/5, 9/10, 9/10, 9/5, 0, 0
-    assert scores["local"][0][0] == pytest.approx(float(Fraction(9, 10)))
+    assert scores["local"][0][0] == pytest.approx(float(Fraction(9, 10)), abs=1e-12)
 
 
 def test_analyze_table_rows(tmp_path, capsys):
