@@ -396,12 +396,19 @@ class LocalMultiheadAttention(nn.Module):
         if learned is not None:
             scores = self._per_head(scores)
             B, _, T, S = scores.shape
-            m = torch.ones(B, self.num_heads, T, S, dtype=scores.dtype, device=scores.device)
-            m = m.index_copy(1, self.learned_index, learned)  # 1 for the other heads
+            if self.learned_heads == tuple(range(self.num_heads)):
+                m = learned
+            else:  # 1 for the other heads
+                m = torch.ones(B, self.num_heads, T, S, dtype=scores.dtype, device=scores.device)
+                m = m.index_copy(1, self.learned_index, learned)
             pre = self.pre_softmax
             # Before the softmax: C·(1 − M), and M = 0 excluded (SparseBERT's code; AAA Eq. 5).
-            scores = scores + torch.where(pre, self.mask_neg * (1.0 - m), torch.zeros_like(m))
-            allowed = (m > 0) | ~pre if allowed is None else allowed & ((m > 0) | ~pre)
+            if len(self.pre_learned) == self.num_heads:
+                scores, keep = scores + self.mask_neg * (1.0 - m), m > 0
+            else:
+                scores = scores + torch.where(pre, self.mask_neg * (1.0 - m), torch.zeros_like(m))
+                keep = (m > 0) | ~pre
+            allowed = keep if allowed is None else allowed & keep
             if self.post_learned:
                 weight = torch.where(pre, torch.ones_like(m), m)  # after the softmax (Eq. 4)
         if key_padding_mask is not None:

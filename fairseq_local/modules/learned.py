@@ -273,11 +273,31 @@ class DamMask(nn.Module):
             )
         i, j = pos_q.unsqueeze(-1), pos_k.unsqueeze(-2)
         real = (i >= 0) & (j >= 0)
-        out = self.values(self.index(i.clamp(min=0), j.clamp(min=0)), tau)
+        if self.structured and _contiguous(pos_q) and _contiguous(pos_k):
+            # dam-s by offset: M of each offset |i − j| once, then one (T, S) gather shared by the
+            # batch (real tokens are contiguous, so index offsets are position offsets)
+            T, S = pos_q.shape[-1], pos_k.shape[-1]
+            span = min(max(T, S), self.max_len)
+            values = self.values(torch.arange(span, device=pos_q.device), tau)
+            d = (torch.arange(T, device=pos_q.device)[:, None] - torch.arange(S, device=pos_q.device)).abs()
+            out = values[d.clamp(max=span - 1)]
+        else:
+            out = self.values(self.index(i.clamp(min=0), j.clamp(min=0)), tau)
         if self.structured:
             ends = (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
             out = torch.where(ends, torch.ones_like(out), out)
         return out * real
+
+
+def _contiguous(pos: Tensor) -> bool:
+    """Whether each row's real positions (>= 0) sit at consecutive indices
+    (fairseq pads on one side), so that pos_i − pos_j = i − j between them.
+    ``pos``: (B, T) or (T,)."""
+    real = pos >= 0
+    shift = torch.arange(pos.shape[-1], device=pos.device) - pos  # constant over a row's real tokens
+    big = pos.shape[-1] + 1
+    return bool((shift.masked_fill(~real, -big).amax(-1) == shift.masked_fill(~real, big).amin(-1))
+                .logical_or(~real.any(-1)).all())
 
 
 class AxisSelector(nn.Module):

@@ -361,3 +361,27 @@ def test_tau_and_update_count_follow_set_num_updates():
                                                 tau_anneal_updates=10))
     enc.set_num_updates(5)
     assert all(a.tau == pytest.approx(0.55) and a.num_updates == 5 for a in enc.attention_modules())
+
+
+@pytest.mark.parametrize("left", [True, False])
+def test_dam_s_gathers_by_offset_as_by_position_pair(left):
+    """dam-s builds M from one value per offset (real tokens are contiguous);
+    it equals the per-pair gather M_ij = M(|pos_i − pos_j|) with the ends kept,
+    in value and in α's gradient."""
+    from fairseq_local.modules.learned import _contiguous
+    from fairseq_local.modules.masks import real_positions
+
+    torch.manual_seed(0)
+    dam = DamMask(True, 20, init_std=1.0).train()
+    dam.resample()
+    pos = real_positions(padding_mask([9, 4, 1, 7], left, 9), 9)
+    assert _contiguous(pos) and not _contiguous(torch.tensor([[0, 1, -1, 2]]))
+    fast = dam.gather(pos, pos, 0.7)
+    i, j = pos.unsqueeze(-1), pos.unsqueeze(-2)
+    n = pos.amax(-1, keepdim=True).unsqueeze(-1) + 1
+    ref = dam.values(dam.index(i.clamp(min=0), j.clamp(min=0)), 0.7)
+    ends = (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
+    ref = torch.where(ends, torch.ones_like(ref), ref) * ((i >= 0) & (j >= 0))
+    assert torch.equal(fast, ref)
+    g = torch.randn_like(ref)
+    torch.testing.assert_close(torch.autograd.grad(fast, dam.alpha, g)[0], torch.autograd.grad(ref, dam.alpha, g)[0])
