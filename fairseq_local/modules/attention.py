@@ -52,9 +52,11 @@ from .masks import GlobalMask, HeadMask, OffsetMask, real_positions, stack_masks
 from .options import ATTN_IMPLS, MASK_MODES, AttentionConfig, resolved, tau_schedule
 from .sparsity import AttentionRecord, active_record_list
 
-# --attn-impl auto: below this many positions a layer of window heads runs the
-# dense path, whose few large operations cost less than the window's many small ones.
-AUTO_WINDOW_MIN_LEN = 64
+# --attn-impl auto: below this many positions a layer with window heads runs the dense
+# path, whose few large operations cost less than the window's many small ones; in post
+# mode the window path also pays the row normaliser's fused pass (measured crossovers
+# on a 2-core CPU: `fairseq-local benchmark kernels`).
+AUTO_WINDOW_MIN_LEN = {"pre": 128, "post": 512}
 
 
 class QKProjection(nn.Module):
@@ -302,8 +304,8 @@ class LocalMultiheadAttention(nn.Module):
         (:meth:`structured_attention`) or ``flex`` (FlexAttention).
 
         ``window`` takes the structured path wherever it applies; ``auto``
-        too, except for window heads on short inputs (< AUTO_WINDOW_MIN_LEN
-        positions), and takes FlexAttention on CUDA for other fixed kinds.
+        too, except for window heads on short inputs (fewer than
+        AUTO_WINDOW_MIN_LEN[mask_mode] positions), and takes FlexAttention on CUDA for other fixed kinds.
         Weights, an ``attn_mask``, learned heads and (except under ``flex``)
         heads without a structured form always take the dense path.
         ``flex`` where FlexAttention cannot run is a one-line
@@ -319,7 +321,7 @@ class LocalMultiheadAttention(nn.Module):
                 raise OptionError(reason or "--attn-impl flex has no attention dropout; use --attention-dropout 0")
         if not self.structured or dtype not in FLASH_DTYPES:
             return "dense"
-        if impl == "auto" and self.window_plan is not None and tgt_len < AUTO_WINDOW_MIN_LEN:
+        if impl == "auto" and self.window_plan is not None and tgt_len < AUTO_WINDOW_MIN_LEN[self.mask_mode]:
             return "dense"
         return "structured"
 

@@ -177,7 +177,12 @@ def window_attention(
     Returns:
         (B, len(plan.heads), T, dh).  A query without an allowed key gets 0.
     """
-    B, _, T, _ = q.shape
+    B, G, T, _ = q.shape
+    used = sorted(set(plan.groups))
+    if used != list(range(G)):  # only the window heads' groups (a mixed layer's global ones run elsewhere)
+        index = torch.tensor(used, device=q.device)
+        q, k = q.index_select(1, index), k.index_select(1, index)
+        plan = WindowPlan(plan.heads, tuple(used.index(g) for g in plan.groups), plan.windows)
     lo, w = plan.lo, plan.width
     kp, start = _shifted(k, lo, plan.hi)
     vp, _ = _shifted(v, lo, plan.hi)

@@ -101,7 +101,9 @@ def test_gated_heads_and_dropout():
 def test_paths_by_impl_and_length():
     auto = make_attention(["band-2", "global"], attn_impl="auto")
     assert auto.path(16, False, None, torch.float32) == "dense"  # short: the dense path is cheaper
+    assert auto.path(256, False, None, torch.float32) == "dense"  # post mode: from 512 on
     assert auto.path(512, False, None, torch.float32) == "structured"
+    assert make_attention(["band-2"], mode="pre", attn_impl="auto").path(128, False, None, torch.float32) == "structured"
     assert auto.path(512, True, None, torch.float32) == "dense"  # weights are asked for
     assert auto.path(512, False, None, torch.float64) == "dense"
     for impl, tokens in [("dense", ["band-2"]), ("auto", ["star"]), ("window", ["logsparse"]), ("window", ["dam-s"])]:
