@@ -19,6 +19,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "glue": ("glue", "GLUE metrics of a fine-tuned model and test-set submission files"),
     "attention": ("attention", "Dump the attention of every head, per sentence, for analysis"),
     "analyze": ("analyze", "Attention bias, gradient sensitivity, Hidden Token Attribution; figures"),
+    "benchmark": ("benchmark", "Speed and memory of attention, training and generation, as ratios in one run"),
 }
 
 

@@ -28,6 +28,9 @@ OPTIONS = {
     "glue": ["evaluate", "table"],
     "attention": ["dump"],
     "analyze": ["bias", "sensitivity", "hta", "table"],
+    "benchmark": ["LEVEL [LEVEL ...]", "--repeats R", "--threads N", "--markdown FILE", "--lengths N [N ...]",
+                  "--impls IMPL [IMPL ...]", "--max-memory GIB", "--nmt-sizes [SIZE ...]", "--roberta-lengths [N ...]",
+                  "--gen-len N"],
 }
 PAPERS = ("Pande et al.", "SparseBERT", "Voita et al. 2019", "Wang et al.", "Vaswani et al. 2017",
           "Adaptive Axis Attention", "Pascual et al.")
@@ -58,7 +61,7 @@ def in_process_help(capsys, argv, module=None):
 
 def test_commands_are_the_documented_ones():
     assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "average",
-                              "convert-roberta", "glue", "attention", "analyze"]
+                              "convert-roberta", "glue", "attention", "analyze", "benchmark"]
     assert set(OPTIONS) == set(COMMANDS)
 
 
@@ -115,12 +118,12 @@ def test_unknown_command_is_one_line():
     assert r.returncode == 2 and r.stdout == ""
     assert error_lines(r.stderr) == [
         "error: unknown command 'frobnicate' (commands: configs, sparsity, export, gates, results, tables, "
-        "average, convert-roberta, glue, attention, analyze; see fairseq-local --help)"]
+        "average, convert-roberta, glue, attention, analyze, benchmark; see fairseq-local --help)"]
 
 
 @pytest.mark.parametrize("argv, message", [
     ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, average, "
-         "convert-roberta, glue, attention, analyze"),
+         "convert-roberta, glue, attention, analyze, benchmark"),
     (["expotr"], "error: unknown command 'expotr' (did you mean 'export'? "),
     (["--frob"], "error: unknown option '--frob'"),
     (["sparsity", "--n", "0"], "error: --n must be >= 1, not 0"),
