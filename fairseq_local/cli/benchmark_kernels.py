@@ -5,7 +5,7 @@ alone for reference, and the peak tensor memory of each."""
 
 import argparse
 import sys
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -183,12 +183,17 @@ def kernels(args: argparse.Namespace) -> str:
         lines.append("- max abs diff: largest |difference| from the dense path, over the output and the input "
                      "gradient of one call.")
     if "tied-post" in args.cases and "untied-post" in args.cases:
+        def core(t: dict) -> Optional[float]:
+            return None if t[first] is None or t["proj"] is None or t[first] <= t["proj"] else t[first] - t["proj"]
+
         parts = []
         for H in args.heads:
-            speed = [ratio(rows[("untied-post", H, n)]["times"][first], rows[("tied-post", H, n)]["times"][first])
-                     for n in args.lengths]
-            parts.append(f"H={H}: " + ", ".join(f"n={n} {fmt(x, '.2f')}×" for n, x in zip(args.lengths, speed)))
-        lines.append(f"- tied-post against untied-post ({first}; untied ms / tied ms): " + "; ".join(parts) + ".")
+            pairs = [(rows[("untied-post", H, n)]["times"], rows[("tied-post", H, n)]["times"]) for n in args.lengths]
+            parts.append(f"H={H}: " + ", ".join(
+                f"n={n} {fmt(ratio(u[first], t[first]), '.2f')}× (attention alone {fmt(ratio(core(u), core(t)), '.2f')}×)"
+                for n, (u, t) in zip(args.lengths, pairs)))
+        lines.append(f"- tied-post against untied-post ({first}; untied ms / tied ms; in brackets without each layer's "
+                     "projections, H Q/K groups untied against one tied): " + "; ".join(parts) + ".")
     if skipped:
         lines.append("- '-': not measured: " + "; ".join(
             f"{name} at {'every row' if len(where) == len(rows) else ', '.join(where)}: {why}"

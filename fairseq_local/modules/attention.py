@@ -27,6 +27,13 @@ values in [0, 1] (exactly 0/1 under the straight-through estimators):
 * ``:gate``: the head's output is scaled by its hard-concrete gate
   (:mod:`fairseq_local.modules.gates`).
 
+``attn_impl`` picks how this is computed, with the same result: the dense
+(B, H, T, S) path above (:meth:`attention_probs`, the reference), the
+structured path of :mod:`fairseq_local.modules.kernels` (window heads in
+O(n·w), post-mode rows normalised by a fused log-sum-exp, one softmax per
+tied group, global heads through the fused kernel) or FlexAttention
+(:mod:`fairseq_local.modules.flex`); see :meth:`path`.
+
 While a :func:`~fairseq_local.modules.sparsity.recording` context is open
 (the encoders open one per forward pass), each forward pass appends a
 :class:`~fairseq_local.modules.sparsity.AttentionRecord` of its realised

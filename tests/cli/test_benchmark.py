@@ -3,6 +3,7 @@ columns and numbers, never its speed), bad options, and the measuring helpers
 of :mod:`fairseq_local.bench`."""
 
 import os
+import re
 import sys
 from typing import List, Tuple
 
@@ -67,7 +68,8 @@ def test_kernels_table(capsys):
         for name, cell in zip(header[4:], row[4:]):
             if name != "auto core ×SDPA" or cell != "-":  # "-" where auto ms <= proj ms
                 assert number(cell) >= 0, (name, cell)
-    assert "- tied-post against untied-post (auto; untied ms / tied ms): H=2: n=5 " in out
+    assert "- tied-post against untied-post (auto; untied ms / tied ms; in brackets without each layer's" in out
+    assert re.search(r"H=2: n=5 [0-9.]+× \(attention alone ([0-9.]+|-)×\)", out)
     assert "not measured" not in out
 
 
