@@ -29,8 +29,10 @@ update number, which fairseq hands to every module through
 ``set_num_updates``.
 """
 
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
-from typing import Optional
+from typing import Dict, Iterator, Optional
 
 import torch
 from torch import Tensor, nn
@@ -39,6 +41,20 @@ from .masks import HeadMask, MaskSpecError, register_mask_kind
 from .masks.registry import _ints, _no_params
 
 TAU_SCHEDULES = ("constant", "linear", "exponential")
+
+_SHARED: ContextVar[Optional[Dict]] = ContextVar("fairseq_local_shared_dam_masks", default=None)
+
+
+@contextmanager
+def shared_masks() -> Iterator[None]:
+    """Within one encoder forward pass, a DAM mask shared by several layers
+    (SparseBERT §3.1: one mask per head for all layers) is gathered once for
+    the batch's positions and reused by every layer (:meth:`DamMask.gather`)."""
+    token = _SHARED.set({})
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 @dataclass(frozen=True)
@@ -265,6 +281,17 @@ class DamMask(nn.Module):
             (B, T, S): M (see :meth:`values`); 0 at padding; for ``dam-s`` 1
             on the first and last real tokens' rows and columns.
         """
+        memo = _SHARED.get()
+        if memo is not None:
+            key = (id(self), tau, self.training, torch.is_grad_enabled())
+            hit = memo.get(key)
+            if hit is not None and torch.equal(hit[0], pos_q) and torch.equal(hit[1], pos_k):
+                return hit[2]
+            memo[key] = (pos_q, pos_k, out := self._gather(pos_q, pos_k, tau))
+            return out
+        return self._gather(pos_q, pos_k, tau)
+
+    def _gather(self, pos_q: Tensor, pos_k: Tensor, tau: float) -> Tensor:
         n = pos_k.amax(-1, keepdim=True).unsqueeze(-1) + 1  # (B, 1, 1)
         if int(n.max()) > self.max_len:
             raise MaskSpecError(

@@ -1,6 +1,7 @@
 """Learned masks (DAM_u, DAM_s, Adaptive Axis Attention) and head gates at
 module level: parsing, structure, the estimators, evaluation, presets."""
 
+import contextlib
 import math
 from types import SimpleNamespace
 
@@ -385,3 +386,33 @@ def test_dam_s_gathers_by_offset_as_by_position_pair(left):
     assert torch.equal(fast, ref)
     g = torch.randn_like(ref)
     torch.testing.assert_close(torch.autograd.grad(fast, dam.alpha, g)[0], torch.autograd.grad(ref, dam.alpha, g)[0])
+
+
+@pytest.mark.parametrize("arch", ["transformer_dam_s", "transformer_dam_u"])
+def test_a_shared_dam_mask_is_gathered_once_per_forward(arch, monkeypatch):
+    """The encoder gathers each shared DAM mask once per forward pass for all
+    its layers; outputs and α gradients are those of one gather per layer."""
+    enc = build_encoder(arch, dict(SMALL, dam_init_std=1.0)).train()
+    tokens = torch.randint(4, 50, (3, 9))
+    tokens[1, :4] = 1  # left padding
+    lengths = torch.tensor([9, 5, 9])
+    calls = []
+    real = DamMask._gather
+    monkeypatch.setattr(DamMask, "_gather", lambda self, *a: calls.append(id(self)) or real(self, *a))
+
+    def run(shared: bool):
+        torch.manual_seed(4)
+        if not shared:
+            monkeypatch.setattr("fairseq_local.models.transformer.shared_masks", contextlib.nullcontext)
+        out = enc(tokens, lengths)["encoder_out"][0]
+        grads = torch.autograd.grad(out.pow(2).sum(), [d.alpha for d in enc.layers[0].self_attn.dam])
+        return out, grads
+
+    out, grads = run(True)
+    assert len(calls) == len(set(calls)) == 8  # one gather per mask, 6 layers
+    calls.clear()
+    out_each, grads_each = run(False)
+    assert len(calls) == 48
+    torch.testing.assert_close(out, out_each)
+    for a, b in zip(grads, grads_each):
+        torch.testing.assert_close(a, b)
