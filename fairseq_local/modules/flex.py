@@ -37,7 +37,6 @@ from torch import Tensor
 from .masks import (AxisMask, BigBirdMask, DiagonalMask, FileMask, FixedMask, GlobalMask, GlobalTokensMask,
                     HeadMask, LogSparseMask, LongformerMask, MaskSpecError, NoDiagMask, OffsetMask, OrMask,
                     RandomDropMask, RandomMask, SeededMask, StarMask, StridedMask, real_positions)
-from .masks.seeded import _matrix as _seeded_matrix
 
 try:
     from torch.nn.attention.flex_attention import AuxRequest, BlockMask, create_block_mask, flex_attention
@@ -146,12 +145,8 @@ register_flex_mask(FixedMask)(_positional(
 def _seeded(mask: SeededMask, pos: Tensor, n: Tensor) -> MaskMod:
     """Seeded masks (SparseBERT §3.3, §4.2): the (n, n) matrices of the batch's
     distinct lengths, stacked into (L, m, m), indexed per sentence."""
-    lengths, which = torch.unique(n, return_inverse=True)  # (L,), (B,)
-    m = max(int(lengths.max()), 1)
-    table = torch.zeros(len(lengths), m, m, dtype=torch.bool)
-    for k, length in enumerate(lengths.tolist()):
-        if length > 0:
-            table[k, :length, :length] = _seeded_matrix(mask, length)
+    table, which = mask.length_table(n)  # (L, m, m), (B,)
+    m = table.shape[-1]
     table = table.to(pos.device)
 
     def mod(b, h, q_idx, kv_idx):

@@ -5,6 +5,7 @@ baselines of SparseBERT §4.2."""
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Tuple
 
 import torch
 
@@ -34,15 +35,22 @@ class SeededMask(PositionMask):
         """(n, n) bool on the CPU."""
         raise NotImplementedError
 
-    def allows(self, i, j, n):
-        # Stack the matrices of the batch's distinct lengths and index each
-        # sentence's own: (L, m, m)[(..., 1, 1), (..., T, 1), (..., 1, S)].
+    def length_table(self, n: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
+        """The matrices of the distinct lengths in ``n`` (any shape), zero-padded
+        and stacked into bool (L, m, m) on the CPU, and for each entry of ``n``
+        the index of its own matrix (``n``'s shape)."""
         lengths, which = torch.unique(n, return_inverse=True)
         m = max(int(lengths.max()), 1)
         mats = torch.zeros(len(lengths), m, m, dtype=torch.bool)
         for k, length in enumerate(lengths.tolist()):
             if length > 0:
                 mats[k, :length, :length] = _matrix(self, length)
+        return mats, which
+
+    def allows(self, i, j, n):
+        # each sentence's own matrix: (L, m, m)[(..., 1, 1), (..., T, 1), (..., 1, S)]
+        mats, which = self.length_table(n)
+        m = mats.shape[-1]
         mats = mats.to(i.device)
         return mats[which, i.clamp(0, m - 1), j.clamp(0, m - 1)] & (i < n)
 
