@@ -190,16 +190,17 @@ def window_attention(
     scores = torch.stack([(q * kp[:, :, start + o:start + o + T]).sum(-1) for o in range(w)], -1) * scale
     real = window_keys(key_pad, B, T, lo, plan.hi, q.device)  # (B, 1, T, w)
     allowed = plan.allowed(q.device) & real  # (B, Hw, T, w)
+    # group -> head: a broadcast for one group, nothing for one group per head, else a gather
+    as_heads = scores.shape[1] == 1 or plan.groups == tuple(range(scores.shape[1]))
     groups = torch.tensor(plan.groups, device=q.device)
-    one_group = len(set(plan.groups)) == 1 and scores.shape[1] == 1
     if mode == "post":
         lse = group_lse(q, k, key_pad, scale)
         # exp(s − lse) once per group; keys outside the sentence are −inf first (never inf · 0)
         probs = torch.exp(scores.masked_fill(~real, float("-inf")) - lse.unsqueeze(-1))  # (B, G, T, w)
-        probs = probs if one_group else probs.index_select(1, groups)
+        probs = probs if as_heads else probs.index_select(1, groups)
         probs = probs * allowed
     else:
-        s = scores if one_group else scores.index_select(1, groups)
+        s = scores if as_heads else scores.index_select(1, groups)
         neg = max(torch.finfo(s.dtype).min, torch.finfo(torch.float32).min)
         probs = F.softmax(s.masked_fill(~allowed, neg), dim=-1, dtype=torch.float32).type_as(s) * allowed
     if dropout is not None:
