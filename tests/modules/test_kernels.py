@@ -159,8 +159,9 @@ def test_long_inputs_allocate_no_square_tensor():
 
 
 def test_dense_auto_and_window_train_alike():
-    """Twenty optimiser steps of a tied (i)-style layer on long inputs: the
-    three implementations give the same losses."""
+    """Twenty optimiser steps of a tied (i)-style layer on inputs long enough
+    for ``auto`` to take the structured path: the three implementations give
+    the same losses."""
     losses = {}
     for impl in ("dense", "auto", "window"):
         attn = make_attention(["prev-1", "band-2", "next-1", "identity"], [0, 0, 0, 0], "post",
@@ -168,9 +169,10 @@ def test_dense_auto_and_window_train_alike():
         opt = torch.optim.Adam(attn.parameters(), lr=1e-2)
         torch.manual_seed(5)
         out = []
+        assert attn.path(520, False, None, torch.float32) == ("dense" if impl == "dense" else "structured")
         for step in range(20):
-            x = torch.randn(80, 2, 16)
-            kpm = padding_mask([80, 70 - step], left_pad=True)
+            x = torch.randn(520, 2, 16)
+            kpm = padding_mask([520, 500 - step], left_pad=True)
             y, _ = attn(x, key_padding_mask=kpm)
             loss = (y - x.flip(0)).pow(2).mean()
             opt.zero_grad()
