@@ -49,10 +49,10 @@ import torch.nn.functional as F
 from fairseq.modules.fairseq_dropout import FairseqDropout
 from torch import Tensor, nn
 
-from .gates import HeadGates
-from .layout import LayerSpec
 from ..errors import OptionError
 from .flex import flex_attention_heads, flex_available
+from .gates import HeadGates
+from .layout import LayerSpec
 from .kernels import FLASH_DTYPES, WindowPlan, global_attention, window_attention, window_of
 from .learned import AxisAdaptiveSpec, AxisSelector, DamMask, DamSpec, TauSchedule
 from .masks import GlobalMask, HeadMask, OffsetMask, real_positions, stack_masks
@@ -312,7 +312,8 @@ class LocalMultiheadAttention(nn.Module):
 
         ``window`` takes the structured path wherever it applies; ``auto``
         too, except for window heads on short inputs (fewer than
-        AUTO_WINDOW_MIN_LEN[mask_mode] positions), and takes FlexAttention on CUDA for other fixed kinds.
+        AUTO_WINDOW_MIN_LEN[mask_mode] positions), and takes FlexAttention
+        on CUDA for other fixed kinds.
         Weights, an ``attn_mask``, learned heads and (except under ``flex``)
         heads without a structured form always take the dense path.
         ``flex`` where FlexAttention cannot run is a one-line
