@@ -211,3 +211,101 @@ def test_flex_impl_on_cpu_runs_forward_only():
     # auto never picks it on the CPU
     auto = make_attention(["star", "global"], attn_impl="auto")
     assert auto.path(512, False, None, torch.float32, torch.device("cpu"), True) == "dense"
+
+
+# ------------------------------------------------------------ host synchronisation
+# On the `meta` device every .item(), .tolist(), bool(tensor) or data-dependent shape
+# raises: a forward that runs there reads no device value back to the host.
+
+def _meta(*shape, dtype=torch.float32):
+    return torch.randn(*shape, device="meta", dtype=dtype, requires_grad=True)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("mode", ["post", "pre"])
+def test_window_and_global_paths_run_on_meta(mode, dtype):
+    """window_attention (a tied group, a group of one, a skipped group),
+    global_attention on a subset of groups, group_lse (the fused CPU kernel
+    has a meta kernel) and ChunkedLSE: forward and backward, with padding."""
+    from fairseq_local.modules.kernels import ChunkedLSE, global_attention, window_attention
+
+    B, G, T, d = 2, 4, 11, 8
+    q, k, v = _meta(B, G, T, d, dtype=dtype), _meta(B, G, T, d, dtype=dtype), _meta(B, 3, T, d, dtype=dtype)
+    kpm = torch.zeros(B, T, dtype=torch.bool, device="meta")
+    plan = WindowPlan((0, 1, 2), (0, 0, 2), ((-1, -1), (0, 2), (-2, 3)))
+    for pad in (None, kpm):
+        out = window_attention(q, k, v, plan, pad, mode, 0.3)
+        glob = global_attention(q, k, v[:, :2], [1, 3], pad, 0.3)
+        lse = group_lse(q, k, pad, 0.3)
+        chunked = ChunkedLSE.apply(q, k, pad, 0.3, 4)
+        assert (out.shape, out.dtype, glob.shape, lse.dtype) == ((B, 3, T, d), dtype, (B, 2, T, d), torch.float32)
+        (out.float().sum() + glob.float().sum() + lse.sum() + chunked.sum()).backward()
+        assert q.grad.device.type == "meta" and q.grad.dtype == dtype
+
+
+def test_index_tensors_are_built_once_per_device(monkeypatch):
+    """After the first call, the window and global paths copy no Python list
+    to the device (torch.tensor(list, device=...) is a host-to-device copy
+    and, on a GPU, a synchronisation): index tensors are cached per device."""
+    from fairseq_local.modules.kernels import global_attention, window_attention
+
+    torch.manual_seed(0)
+    q, k, v = torch.randn(2, 4, 9, 8), torch.randn(2, 4, 9, 8), torch.randn(2, 3, 9, 8)
+    kpm = padding_mask([9, 5], left_pad=True)
+    plan = WindowPlan((0, 1, 2), (0, 0, 2), ((-1, -1), (0, 2), (-2, 3)))
+
+    def forward():
+        return [window_attention(q, k, v, plan, kpm, mode, 0.3) for mode in ("post", "pre")] + [
+            global_attention(q, k, v[:, :2], [1, 3], kpm, 0.3), plan.allowed(torch.device("cpu"))]
+
+    first = forward()
+    monkeypatch.setattr(torch, "tensor", lambda *a, **kw: pytest.fail("torch.tensor in a forward"))
+    monkeypatch.setattr(torch, "as_tensor", lambda *a, **kw: pytest.fail("torch.as_tensor in a forward"))
+    for a, b in zip(forward(), first):
+        assert torch.equal(a, b)
+
+
+def test_cached_tensors_built_under_inference_mode_serve_training():
+    """An index cached by a first call under torch.inference_mode is an
+    ordinary tensor: a later training forward can save it for backward."""
+    from fairseq_local.modules.kernels import global_attention, window_attention
+
+    plan = WindowPlan((0, 1), (1, 1), ((-7, -7), (5, 6)))  # a plan no other test uses
+    q, k, v = torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4)
+    with torch.inference_mode():
+        window_attention(q, k, v, plan, None, "pre", 0.5)
+        global_attention(q, k, v[:, :1], [1], None, 0.5)
+    q.requires_grad_()
+    y = window_attention(q, k, v, plan, None, "pre", 0.5).sum() + global_attention(q, k, v[:, :1], [1], None, 0.5).sum()
+    y.backward()
+    assert q.grad is not None
+
+
+SEEDED = ["random-2", "random-drop-s3", "longformer-2-2", "bigbird-1-2-2-s1"]
+
+
+@pytest.mark.parametrize("token", SEEDED)
+def test_seeded_masks_build_on_meta_and_from_the_length_table(token):
+    """Seeded masks (random, random-drop, longformer, bigbird) off the CPU index
+    a per-device table of every length by n itself (no unique/.tolist()): the
+    mask builds on `meta`, and the table gives the matrices of the host path."""
+    from fairseq_local.modules.masks import parse_mask, real_positions
+    from fairseq_local.modules.masks.seeded import SYNC_FREE_MAX_LEN, SeededMask, _bucket
+
+    mask = parse_mask(token)
+    for T in (1, 6, 13, 20):
+        lengths = [T, max(1, T - 5), 1, 0] if T > 1 else [1, 0]
+        for left in (True, False):
+            kpm = padding_mask(lengths, left, T)
+            pos = real_positions(kpm, T)
+            want = mask.dense(pos, pos)  # CPU: the host path
+            table, m = mask.sync_free_table(T, torch.device("cpu"))
+            assert m >= T and table.shape == (m + 1, m * m // 8)
+            i, j = pos.unsqueeze(-1), pos.unsqueeze(-2)
+            n = pos.amax(-1, keepdim=True).unsqueeze(-1) + 1
+            got = SeededMask.lookup(table, m, i, j, n) & (i < n) & (i >= 0) & (j >= 0)
+            assert torch.equal(got, want), (T, lengths, left)
+            meta = pos.to("meta")
+            assert mask.dense(meta, meta).shape == (len(lengths), T, T)
+    assert _bucket(SYNC_FREE_MAX_LEN) == SYNC_FREE_MAX_LEN  # up to it: a table (not built here: seconds)
+    assert mask.sync_free_table(SYNC_FREE_MAX_LEN + 1, torch.device("cpu")) is None  # beyond: the host path

@@ -75,6 +75,36 @@ def _pair_count(mask: HeadMask, n: int) -> int:
     return mask._count_pairs(n)
 
 
+def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A CPU tensor on ``device`` without waiting for the copy: on CUDA from
+    pinned memory with ``non_blocking`` (a pageable copy synchronises the host)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return t.to(device)
+    return t.pin_memory().to(device, non_blocking=True)
+
+
+@lru_cache(maxsize=1024)
+def constant(values: Tuple, device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
+    """``torch.tensor(values)`` on ``device``, made once per (values, device, dtype).
+
+    Made outside inference mode, so that a first call under
+    :func:`torch.inference_mode` does not cache a tensor autograd refuses."""
+    with torch.inference_mode(False):
+        return to_device(torch.tensor(values, dtype=dtype), device)
+
+
+@lru_cache(maxsize=256)
+def pair_count_table(masks: Tuple[HeadMask, ...], length: int, device: torch.device) -> torch.Tensor:
+    """float32 (length + 1, H) on ``device``: row n holds each mask's
+    :meth:`~HeadMask.pair_count` at n real tokens, so that a batch's counts are
+    ``table[lengths]`` with no read of the lengths on the host.  Cached per
+    (masks, padded length, device)."""
+    rows = [[float(m.pair_count(n)) for m in masks] for n in range(length + 1)]
+    with torch.inference_mode(False):
+        return to_device(torch.tensor(rows, dtype=torch.float32), device)
+
+
 @dataclass(frozen=True)
 class GlobalMask(HeadMask):
     """No mask: the head attends to every real token."""
@@ -154,14 +184,16 @@ def _abs_sum(a: int, b: int) -> int:
     return -a * (1 - a) // 2 + b * (b + 1) // 2
 
 
-def real_positions(padding_mask: Optional[torch.Tensor], length: int) -> torch.Tensor:
+def real_positions(padding_mask: Optional[torch.Tensor], length: int,
+                   device: Optional[torch.device] = None) -> torch.Tensor:
     """Real-token positions (B, T) from a (B, T) padding mask (True = pad).
 
-    Pad entries get −1.  Without a padding mask, returns ``arange(length)``."""
+    Pad entries get −1.  Without a padding mask, returns ``arange(length)``.
+    The result is on ``device`` (default: the padding mask's, else the CPU)."""
     if padding_mask is None:
-        return torch.arange(length)
+        return torch.arange(length, device=device)
     pos = (~padding_mask).long().cumsum(-1) - 1
-    return pos.masked_fill(padding_mask, -1)
+    return pos.masked_fill(padding_mask, -1).to(device or padding_mask.device)
 
 
 def stack_masks(
