@@ -67,7 +67,7 @@ for task in $TASKS; do
   # gradient through C*(1 - B), C = -1e4 (README, "Where the implementation differs").
   bash scripts/finetune-glue.sh --data "$GLUE_BIN/$task-bin" --task "$task" --arch roberta_aaa \
     --checkpoint "$AAA/converted.pt" --save-dir "$AAA/glue/$task" --recipe aaa --aaa-target 0.5 \
-    --aaa-alpha 500 --max-update "$FT_UPDATES" --batch-size 16 --lr 2e-4 --max-positions 128 --cpu \
+    --aaa-alpha 0.05 --max-update "$FT_UPDATES" --batch-size 16 --lr 2e-4 --max-positions 128 --cpu \
     -- $MODEL --update-freq 1
 done
 bash scripts/evaluate-glue.sh --runs "$AAA/glue" --data "$GLUE_BIN" --glue-dir "$GLUE_RAW" \

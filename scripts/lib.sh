@@ -125,5 +125,5 @@ demo_recipe() {
   # The sparsity criterion logs the realised sparsity of every config; its terms
   # act only on the heads that have them (DAM, AAA, gates).
   SPARSITY=(--criterion label_smoothed_cross_entropy_with_sparsity --dam-max-len 128
-    --dam-lambda 1e-4 --aaa-target 0.5 --aaa-alpha 500 --gate-lambda 0.1)
+    --dam-lambda 1e-4 --aaa-target 0.5 --aaa-alpha 0.05 --gate-lambda 0.1)
 }

@@ -29,7 +29,7 @@ LEARNED_ARCHS = ("dam_s", "dam_u", "aaa", "head_gates")
 ROBERTA_ARCHS = ("roberta_band6", "roberta_band6_120_tied")
 GEN_ARCHS = ("f", "l")
 # The demo's sparsity-criterion weights (scripts/lib.sh); they act on learned heads only.
-SPARSITY = dict(dam_lambda=1e-4, aaa_target=0.5, aaa_alpha=500.0, gate_lambda=0.1)
+SPARSITY = dict(dam_lambda=1e-4, aaa_target=0.5, aaa_alpha=0.05, gate_lambda=0.1)
 
 
 def _set_impl(model: torch.nn.Module, impl: str) -> torch.nn.Module:

@@ -40,6 +40,7 @@ While a :func:`~fairseq_local.modules.sparsity.recording` context is open
 pattern, from which the sparsity terms are computed on request.
 """
 
+import contextlib
 import math
 from functools import lru_cache
 from typing import Optional, Sequence, Tuple
@@ -53,17 +54,11 @@ from ..errors import OptionError
 from .flex import flex_attention_heads, flex_available
 from .gates import HeadGates
 from .layout import LayerSpec
-from .kernels import FLASH_DTYPES, WindowPlan, global_attention, window_attention, window_of
+from .kernels import WindowPlan, auto_min_len, fast_dtypes, global_attention, window_attention, window_of
 from .learned import AxisAdaptiveSpec, AxisSelector, DamMask, DamSpec, TauSchedule
 from .masks import GlobalMask, HeadMask, OffsetMask, real_positions, stack_masks
 from .options import ATTN_IMPLS, MASK_MODES, AttentionConfig, resolved, tau_schedule
 from .sparsity import AttentionRecord, active_record_list
-
-# --attn-impl auto: below this many positions a layer with window heads runs the dense
-# path, whose few large operations cost less than the window's many small ones; in post
-# mode the window path also pays the row normaliser's fused pass (measured crossovers
-# on a 2-core CPU: `fairseq-local benchmark kernels`).
-AUTO_WINDOW_MIN_LEN = {"pre": 128, "post": 512}
 
 
 class QKProjection(nn.Module):
@@ -86,6 +81,18 @@ def _relative_masks(masks: Tuple[HeadMask, ...], tgt_len: int, device: torch.dev
     """(H, T, T) bool masks of offset-only kinds, cached per length."""
     pos = torch.arange(tgt_len, device=device)
     return stack_masks(masks, pos, pos)
+
+
+def pre_softmax_bias(m: Tensor, c: float) -> Tensor:
+    """C·(1 − M) in the forward pass; in the backward, ∂/∂M = 1 instead of −C.
+
+    With C = −1e4 the exact gradient is 1e4 times the task's: it pins fp16's
+    loss scale and ties AAA's α to C.  Dropping the constant factor leaves
+    the direction of every update; Adam's steps are invariant to it, and the
+    DAM L1 term is scaled alike (:func:`~fairseq_local.modules.sparsity.sparsity_terms`)
+    so that λ keeps SparseBERT's meaning."""
+    hard = m.detach()
+    return c * (1.0 - hard) + (m - hard)
 
 
 class LocalMultiheadAttention(nn.Module):
@@ -199,7 +206,7 @@ class LocalMultiheadAttention(nn.Module):
             return None
         if all(m.relative for m in self.fixed_masks):
             return _relative_masks(self.fixed_masks, tgt_len, device)
-        pos = real_positions(padding_mask, tgt_len).to(device)
+        pos = real_positions(padding_mask, tgt_len, device)
         return stack_masks(self.fixed_masks, pos, pos)
 
     def learned_mask(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tuple[Optional[Tensor], Optional[Tensor]]:
@@ -208,15 +215,15 @@ class LocalMultiheadAttention(nn.Module):
         Args:
             x: (T, B, d) layer input; padding_mask: (B, T) bool or None.
         Returns:
-            M (B, len(learned_heads), T, T) in [0, 1], DAM heads first, then
+            M (B, len(learned_heads), T, T) float32 in [0, 1], DAM heads first, then
             ``aaa`` heads (None without learned heads); and the ``aaa``
-            indicators I_r, I_c (2, B, T) (None without ``aaa`` heads).
+            indicators I_r, I_c (2, B, T) float32 (None without ``aaa`` heads).
         """
         if not self.learned_heads:
             return None, None
         T, B = x.shape[:2]
-        pos = real_positions(padding_mask, T).to(x.device).expand(B, T)
-        parts, ind = [d.gather(pos, pos, self.tau).to(x.dtype) for d in self.dam], None
+        pos = real_positions(padding_mask, T, x.device).expand(B, T)
+        parts, ind = [d.gather(pos, pos, self.tau, padding_mask) for d in self.dam], None
         if self.aaa_heads:
             ind = self.axis.indicators(x, self.tau)  # (2, B, T)
             parts += [self.axis.pattern(ind, loc.dense(pos, pos)) for loc in self.aaa_local]
@@ -269,9 +276,13 @@ class LocalMultiheadAttention(nn.Module):
         q = q.view(tgt_len, bsz, G, dh).permute(1, 2, 0, 3)  # (B, G, T, dh)
         k = k.view(tgt_len, bsz, G, dh).permute(1, 2, 0, 3)  # (B, G, S, dh)
         v = v.view(tgt_len, bsz, H, dh).permute(1, 2, 0, 3)  # (B, H, S, dh)
-        if key_padding_mask is not None and not key_padding_mask.any():
-            key_padding_mask = None
-        learned, indicators = self.learned_mask(query, key_padding_mask)
+        records = active_record_list()
+        # Under --checkpoint-activations fairseq runs the layer under no_grad and recomputes it in the
+        # backward: the recorded masks still carry their graph to the parameters, so the penalties
+        # computed from the records keep their gradient (the recomputation, with the same noise, gives
+        # the task's).
+        with torch.enable_grad() if records is not None and self.training else contextlib.nullcontext():
+            learned, indicators = self.learned_mask(query, key_padding_mask)
 
         path = self.path(tgt_len, need_weights, attn_mask, q.dtype, q.device, q.requires_grad)
         if path == "structured":
@@ -298,7 +309,6 @@ class LocalMultiheadAttention(nn.Module):
                 probs = probs * scale  # what the head's output is made of: z_h · A_h
         if sink is not None:
             sink.append(probs.detach())
-        records = active_record_list()
         if records is not None:
             records.append(AttentionRecord(self, learned, indicators, key_padding_mask, tgt_len, bsz))
         out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
@@ -312,7 +322,8 @@ class LocalMultiheadAttention(nn.Module):
 
         ``window`` takes the structured path wherever it applies; ``auto``
         too, except for window heads on short inputs (fewer than
-        AUTO_WINDOW_MIN_LEN[mask_mode] positions), and takes FlexAttention
+        :func:`~fairseq_local.modules.kernels.auto_min_len` positions for the
+        mask mode and device), and takes FlexAttention
         on CUDA for other fixed kinds.
         Weights, an ``attn_mask``, learned heads and (except under ``flex``)
         heads without a structured form always take the dense path.
@@ -327,9 +338,9 @@ class LocalMultiheadAttention(nn.Module):
                 return "flex"
             if impl == "flex":
                 raise OptionError(reason or "--attn-impl flex has no attention dropout; use --attention-dropout 0")
-        if not self.structured or dtype not in FLASH_DTYPES:
+        if not self.structured or dtype not in fast_dtypes(device):
             return "dense"
-        if impl == "auto" and self.window_plan is not None and tgt_len < AUTO_WINDOW_MIN_LEN[self.mask_mode]:
+        if impl == "auto" and self.window_plan is not None and tgt_len < auto_min_len(self.mask_mode, device):
             return "dense"
         return "structured"
 
@@ -406,6 +417,7 @@ class LocalMultiheadAttention(nn.Module):
         if learned is not None:
             scores = self._per_head(scores)
             B, _, T, S = scores.shape
+            learned = learned.to(scores.dtype)  # float32 M, half scores under CUDA autocast
             if self.learned_heads == tuple(range(self.num_heads)):
                 m = learned
             else:  # 1 for the other heads
@@ -413,10 +425,11 @@ class LocalMultiheadAttention(nn.Module):
                 m = m.index_copy(1, self.learned_index, learned)
             pre = self.pre_softmax
             # Before the softmax: C·(1 − M), and M = 0 excluded (SparseBERT's code; AAA Eq. 5).
+            bias = pre_softmax_bias(m, self.mask_neg)
             if len(self.pre_learned) == self.num_heads:
-                scores, keep = scores + self.mask_neg * (1.0 - m), m > 0
+                scores, keep = scores + bias, m > 0
             else:
-                scores = scores + torch.where(pre, self.mask_neg * (1.0 - m), torch.zeros_like(m))
+                scores = scores + torch.where(pre, bias, torch.zeros_like(m))
                 keep = (m > 0) | ~pre
             allowed = keep if allowed is None else allowed & keep
             if self.post_learned:

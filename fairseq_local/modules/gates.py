@@ -75,20 +75,22 @@ class HeadGates(nn.Module):
         self.beta, self.gamma, self.zeta = beta, gamma, zeta
 
     def forward(self) -> Tensor:
-        """(num_gates,) gate values: sampled in training, :meth:`eval_values` otherwise."""
+        """(num_gates,) float32 gate values: sampled in training (noise drawn in
+        float32: in fp16 the clamp bounds round to 0 and 1), :meth:`eval_values`
+        otherwise."""
         if not self.training:
             return self.eval_values()
-        u = torch.rand_like(self.log_alpha).clamp(1e-6, 1 - 1e-6)
-        s = torch.sigmoid((u.log() - (-u).log1p() + self.log_alpha) / self.beta)
+        u = torch.rand(self.log_alpha.shape, device=self.log_alpha.device).clamp(1e-6, 1 - 1e-6)
+        s = torch.sigmoid((u.log() - (-u).log1p() + self.log_alpha.float()) / self.beta)
         return self._stretch(s)
 
     def eval_values(self) -> Tensor:
-        """(num_gates,) deterministic gates clamp(sigmoid(log α)(ζ − γ) + γ, 0, 1)."""
-        return self._stretch(torch.sigmoid(self.log_alpha))
+        """(num_gates,) float32 deterministic gates clamp(sigmoid(log α)(ζ − γ) + γ, 0, 1)."""
+        return self._stretch(torch.sigmoid(self.log_alpha.float()))
 
     def _stretch(self, s: Tensor) -> Tensor:
         return (s * (self.zeta - self.gamma) + self.gamma).clamp(0.0, 1.0)
 
     def l0(self) -> Tensor:
-        """(num_gates,) probability that each gate is non-zero."""
-        return torch.sigmoid(self.log_alpha - self.beta * math.log(-self.gamma / self.zeta))
+        """(num_gates,) float32 probability that each gate is non-zero."""
+        return torch.sigmoid(self.log_alpha.float() - self.beta * math.log(-self.gamma / self.zeta))

@@ -22,7 +22,10 @@ pattern has parameters (head gates are in :mod:`fairseq_local.modules.gates`).
   default) so no row is empty.  Training therefore sees exactly the kind of
   0/1 pattern that evaluation (1[logit > 0]) uses.
 
-Noise is drawn from torch's global generator, which fairseq reseeds at every
+Noise is drawn in float32 (in fp16, U's clamp bounds round to 0 and 1 and
+the Gumbel difference can be ±inf or NaN), and the samples and their
+straight-through gradients are float32 whatever the model's dtype.  Noise is
+drawn from torch's global generator, which fairseq reseeds at every
 update (``seed + num_updates``), so a resumed run draws the same noise as an
 uninterrupted one.  The temperature τ follows :class:`TauSchedule` on the
 update number, which fairseq hands to every module through
@@ -87,9 +90,10 @@ class TauSchedule:
         return self.start * (self.end / self.start) ** t
 
 
-def gumbel_noise_difference(shape, device=None, dtype=torch.float32) -> Tensor:
-    """G1 − G2 with G_k = −log(−log U_k), U_k ~ U(0, 1) (SparseBERT §4.1)."""
-    u = torch.rand((2,) + tuple(shape), device=device, dtype=dtype).clamp_(1e-10, 1 - 1e-7)
+def gumbel_noise_difference(shape, device=None) -> Tensor:
+    """G1 − G2 with G_k = −log(−log U_k), U_k ~ U(0, 1) (SparseBERT §4.1),
+    float32 (finite: |G1 − G2| < 40)."""
+    u = torch.rand((2,) + tuple(shape), device=device, dtype=torch.float32).clamp_(1e-10, 1 - 1e-7)
     g = -torch.log(-torch.log(u))
     return g[0] - g[1]
 
@@ -106,17 +110,36 @@ class _StraightThrough(torch.autograd.Function):
         return grad, None
 
 
+class _ScaleGrad(torch.autograd.Function):
+    """Forward: x; backward: the gradient times ``factor``."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, factor: float) -> Tensor:
+        ctx.factor = factor
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor):
+        return grad * ctx.factor, None
+
+
+def scale_grad(x: Tensor, factor: float) -> Tensor:
+    """``x`` unchanged, its gradient scaled by ``factor``."""
+    return _ScaleGrad.apply(x, factor)
+
+
 def gumbel_sigmoid(
     logits: Tensor, tau: float, noise: Optional[Tensor] = None, hard: bool = False
 ) -> Tensor:
-    """sigmoid((logits + noise)/τ), ``noise`` = G1 − G2 (drawn if None).
+    """sigmoid((logits + noise)/τ), ``noise`` = G1 − G2 (drawn if None), in
+    float32 whatever the logits' dtype.
 
     With ``hard``, the straight-through sample: exactly 1[logits + noise > 0]
     in the forward pass, the soft sample's gradient in the backward pass (the
     ``hard=True`` of SparseBERT's released code, τ-independent forward)."""
     if noise is None:
-        noise = gumbel_noise_difference(logits.shape, logits.device, logits.dtype)
-    z = logits + noise
+        noise = gumbel_noise_difference(logits.shape, logits.device)
+    z = logits.float() + noise
     soft = torch.sigmoid(z / tau)
     return _StraightThrough.apply(soft, (z > 0).to(soft.dtype)) if hard else soft
 
@@ -233,10 +256,10 @@ class DamMask(nn.Module):
         """M at α indices ``idx``.  Training: the Gumbel-sigmoid sample of
         this update (hard or soft, see the class), or P = sigmoid(α) without
         noise (0/1 forward with P's gradient under ``hard``); evaluation:
-        1[α > 0]."""
-        alpha = self.alpha[idx]
+        1[α > 0].  Float32 whatever α's dtype."""
+        alpha = self.alpha[idx].float()
         if not self.training:
-            return (alpha > 0).to(alpha.dtype)
+            return (alpha > 0).float()
         hard = self.estimator == "hard"
         if not self.use_noise:
             return gumbel_sigmoid(alpha, 1.0, torch.zeros_like(alpha), hard)
@@ -247,7 +270,8 @@ class DamMask(nn.Module):
     def l1(self, tau: float) -> Tensor:
         """‖M‖₁ of the whole ``max_len``×``max_len`` mask of this update: the
         L1 term of SparseBERT Eq. 5 as the authors' code computes it
-        (``torch.norm(mask, p=1)`` over the full mask, not per sentence)."""
+        (``torch.norm(mask, p=1)`` over the full mask, not per sentence), in
+        float32 (max_len² entries: fp16 would overflow at max_len ~256)."""
         m = self.values(torch.arange(self.alpha.numel(), device=self.alpha.device), tau)
         L = self.max_len
         if not self.structured:  # each off-diagonal α stands for (i, j) and (j, i)
@@ -272,59 +296,52 @@ class DamMask(nn.Module):
             m = torch.where((i == 0) | (j == 0) | (i == n - 1) | (j == n - 1), torch.ones_like(m), m)
         return m
 
-    def gather(self, pos_q: Tensor, pos_k: Tensor, tau: float) -> Tensor:
+    def gather(self, pos_q: Tensor, pos_k: Tensor, tau: float, source: Optional[Tensor] = None) -> Tensor:
         """Each sentence's mask at its real positions.
 
         Args:
             pos_q, pos_k: (B, T) / (B, S) real positions, −1 at padding.
+            source: the (B, T) padding mask the positions were made from
+                (None: no padding).  Inside :func:`shared_masks`, calls with
+                the same source share one gather (compared by identity: no
+                read of the device).
         Returns:
             (B, T, S): M (see :meth:`values`); 0 at padding; for ``dam-s`` 1
             on the first and last real tokens' rows and columns.
         """
         memo = _SHARED.get()
-        if memo is not None:
-            key = (id(self), tau, self.training, torch.is_grad_enabled())
-            hit = memo.get(key)
-            if hit is not None and torch.equal(hit[0], pos_q) and torch.equal(hit[1], pos_k):
-                return hit[2]
-            memo[key] = (pos_q, pos_k, out := self._gather(pos_q, pos_k, tau))
-            return out
-        return self._gather(pos_q, pos_k, tau)
+        if memo is None:
+            return self._gather(pos_q, pos_k, tau)
+        key = (id(self), tau, self.training, torch.is_grad_enabled(), id(source), tuple(pos_q.shape),
+               tuple(pos_k.shape))
+        hit = memo.get(key)
+        if hit is not None and hit[0] is source:
+            return hit[1]
+        memo[key] = (source, out := self._gather(pos_q, pos_k, tau))  # holds source: its id stays unique
+        return out
 
     def _gather(self, pos_q: Tensor, pos_k: Tensor, tau: float) -> Tensor:
-        n = pos_k.amax(-1, keepdim=True).unsqueeze(-1) + 1  # (B, 1, 1)
-        if int(n.max()) > self.max_len:
+        T, S = pos_q.shape[-1], pos_k.shape[-1]
+        if max(T, S) > self.max_len:  # the padded length: a host int, no device read
             raise MaskSpecError(
-                f"a sentence of {int(n.max())} tokens is longer than the DAM mask's "
+                f"a batch of {max(T, S)} positions is longer than the DAM mask's "
                 f"maximum length {self.max_len} (--dam-max-len)"
             )
+        n = pos_k.amax(-1, keepdim=True).unsqueeze(-1) + 1  # (B, 1, 1)
         i, j = pos_q.unsqueeze(-1), pos_k.unsqueeze(-2)
         real = (i >= 0) & (j >= 0)
-        if self.structured and _contiguous(pos_q) and _contiguous(pos_k):
+        if self.structured:
             # dam-s by offset: M of each offset |i − j| once, then one (T, S) gather shared by the
-            # batch (real tokens are contiguous, so index offsets are position offsets)
-            T, S = pos_q.shape[-1], pos_k.shape[-1]
-            span = min(max(T, S), self.max_len)
+            # batch (fairseq pads contiguously, so index offsets are position offsets)
+            span = max(T, S)
             values = self.values(torch.arange(span, device=pos_q.device), tau)
             d = (torch.arange(T, device=pos_q.device)[:, None] - torch.arange(S, device=pos_q.device)).abs()
-            out = values[d.clamp(max=span - 1)]
-        else:
-            out = self.values(self.index(i.clamp(min=0), j.clamp(min=0)), tau)
-        if self.structured:
+            out = values[d]
             ends = (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
             out = torch.where(ends, torch.ones_like(out), out)
+        else:
+            out = self.values(self.index(i.clamp(min=0), j.clamp(min=0)), tau)
         return out * real
-
-
-def _contiguous(pos: Tensor) -> bool:
-    """Whether each row's real positions (>= 0) sit at consecutive indices
-    (fairseq pads on one side), so that pos_i − pos_j = i − j between them.
-    ``pos``: (B, T) or (T,)."""
-    real = pos >= 0
-    shift = torch.arange(pos.shape[-1], device=pos.device) - pos  # constant over a row's real tokens
-    big = pos.shape[-1] + 1
-    return bool((shift.masked_fill(~real, -big).amax(-1) == shift.masked_fill(~real, big).amin(-1))
-                .logical_or(~real.any(-1)).all())
 
 
 class AxisSelector(nn.Module):
@@ -344,7 +361,7 @@ class AxisSelector(nn.Module):
         nn.init.zeros_(self.fc.bias)
 
     def indicators(self, x: Tensor, tau: float) -> Tensor:
-        """x (T, B, d) -> (2, B, T): I_r and I_c, exactly 0/1.  Training: the
+        """x (T, B, d) -> (2, B, T) float32: I_r and I_c, exactly 0/1.  Training: the
         straight-through Gumbel-sigmoid sample (Eq. 11); evaluation: 1[logit > 0].
 
         The FC layer reads ``x`` without back-propagating into it: through
@@ -353,7 +370,7 @@ class AxisSelector(nn.Module):
         by layer (a gradient norm of ~1e18 after 12 layers)."""
         logits = self.fc(x.detach()).permute(2, 1, 0)  # (2, B, T)
         if not self.training:
-            return (logits > 0).to(x.dtype)
+            return (logits > 0).float()
         return gumbel_sigmoid(logits, tau, hard=True)
 
     @staticmethod

@@ -28,7 +28,7 @@ masks and gates, into:
   open gates, and the share of active AAA rows and columns.
 """
 
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence
@@ -36,7 +36,8 @@ from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence
 import torch
 from torch import Tensor
 
-from .learned import AxisSelector
+from .learned import AxisSelector, scale_grad
+from .masks.base import pair_count_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from .attention import LocalMultiheadAttention
@@ -91,13 +92,11 @@ class AttentionRecord:
         the learned heads.  ``real`` is :meth:`real`.
 
         Fixed heads: :meth:`~fairseq_local.modules.masks.HeadMask.pair_count`
-        at the sentence's length, once per distinct length of the batch;
+        at the sentence's length, from a per-length table (no host read);
         ``aaa`` heads: :meth:`AxisSelector.pattern_count` of the indicators
         (Eq. 12 OR ``local-W``); DAM heads: Σ of M over the real pairs."""
         m = self.module
-        lengths, which = torch.unique(real.sum(-1), return_inverse=True)
-        counts = [[mask.pair_count(n) for mask in m.fixed_masks] for n in lengths.tolist()]
-        kept = torch.tensor(counts, dtype=torch.float32, device=real.device)[which]  # (B, H)
+        kept = pair_count_table(m.fixed_masks, self.T, real.device)[real.sum(-1)]  # (B, H)
         if not m.learned_heads:
             return kept
         parts = []
@@ -129,11 +128,36 @@ def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
     order) after the forward pass that produced ``records``.
 
     ``cfg`` is the model's :class:`~fairseq_local.modules.options.AttentionConfig`
-    (``dam_l1`` and ``gate_penalty`` pick the conventions)."""
+    (``dam_l1`` and ``gate_penalty`` pick the conventions).  The penalties
+    and counts are float32 whatever the model's dtype or autocast (a pair
+    count above 65,504 is inf in fp16); the logging values are read back to
+    the host once, at the end."""
     terms = SparsityTerms(modules=modules, records=records)
     if not modules:
         return terms
-    log = terms.log
+    device = modules[0].group_index.device
+    with _no_autocast(device):
+        log = _terms(cfg, modules, records, terms)
+    tensors = [k for k, v in log.items() if isinstance(v, Tensor)]
+    if tensors:  # one read of the device for all logging values
+        values = torch.stack([log[k].detach().float().reshape(()) for k in tensors]).tolist()
+        log.update(zip(tensors, values))
+    terms.log = log
+    return terms
+
+
+def _no_autocast(device: torch.device):
+    """A context with autocast off on ``device`` (a no-op where autocast has no such device)."""
+    try:
+        return torch.autocast(device.type, enabled=False)
+    except RuntimeError:
+        return nullcontext()
+
+
+def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[AttentionRecord],
+           terms: SparsityTerms) -> Dict[str, object]:
+    """Fills ``terms``' penalties; returns the logging values (tensors or numbers)."""
+    log: Dict[str, object] = {}
     terms.num_updates = modules[0].num_updates
     dam_density, dam_count, aaa_rho, aaa_count = 0.0, 0, 0.0, 0
     log["rho_sum"], log["rho_count"] = 0.0, 0.0
@@ -142,9 +166,9 @@ def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
         real = rec.real()
         n2 = real.sum(-1).float().pow(2)  # (B,)
         rho = 1.0 - rec.kept(real) / n2[:, None]  # (B, H), Eq. 9
-        log[f"rho_l{layer}_sum"] = float(rho.detach().sum())
+        log[f"rho_l{layer}_sum"] = rho.detach().sum()
         log[f"rho_l{layer}_count"] = float(rho.numel())
-        log["rho_sum"] += log[f"rho_l{layer}_sum"]
+        log["rho_sum"] = log["rho_sum"] + log[f"rho_l{layer}_sum"]
         log["rho_count"] += log[f"rho_l{layer}_count"]
         if m.dam_heads:
             dam_density = dam_density + (1.0 - rho[:, list(m.dam_heads)]).sum()
@@ -155,23 +179,26 @@ def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
             on = (rec.indicators > 0.5) & real.unsqueeze(0)  # (2, B, T)
             rows, cols = on.sum((1, 2)).float().unbind(0)
             for key, value in (("aaa_rows", rows), ("aaa_cols", cols), ("aaa_tokens", real.sum())):
-                log[key] = log.get(key, 0.0) + float(value)
+                log[key] = log.get(key, 0.0) + value
     if dam_count:
-        log["dam_density_sum"], log["dam_count"] = float(dam_density), float(dam_count)
+        log["dam_density_sum"], log["dam_count"] = dam_density.detach(), float(dam_count)
         if cfg.dam_l1 == "density":
             terms.dam = dam_density / dam_count
         else:  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len x max_len
             masks = {id(d): (d, m.tau) for m in modules for d in m.dam}
             terms.dam = sum(d.l1(tau) for d, tau in masks.values())
+        pre = [m for m in modules if m.dam_heads and m.dam_heads[0] in m.pre_learned]
+        if pre:  # the task's gradient through C·(1 − M) is taken without C: the same factor here
+            terms.dam = scale_grad(terms.dam, 1.0 / abs(pre[0].mask_neg))
     if aaa_count:
         terms.aaa_rho = aaa_rho / aaa_count
-        log["aaa_rho_sum"], log["aaa_count"] = float(aaa_rho), float(aaa_count)
+        log["aaa_rho_sum"], log["aaa_count"] = aaa_rho.detach(), float(aaa_count)
     gated = [m.gates for m in modules if m.gates is not None]
     if gated:
         per_layer = [g.l0().sum() for g in gated]
         terms.gate = sum(per_layer) / (len(per_layer) if cfg.gate_penalty == "layer-mean" else 1)
-        log["gate_open"] = float(sum((g.eval_values() > 0).sum() for g in gated))
+        log["gate_open"] = sum((g.eval_values() > 0).sum() for g in gated)
         log["gate_count"] = float(sum(g.log_alpha.numel() for g in gated))
     if any(m.learned_heads for m in modules):
         log["tau_sum"], log["tau_count"] = float(modules[0].tau), 1.0
-    return terms
+    return log

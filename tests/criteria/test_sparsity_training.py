@@ -81,14 +81,14 @@ def test_dam_density_falls_as_lambda_grows(tiny_data, tmp_path):
 
 def test_aaa_drives_rho_towards_its_target(tiny_data, tmp_path):
     save = tmp_path / "aaa"
-    train(tiny_data, "transformer_aaa", save, *SPARSE, "--aaa-target", "0.6", "--aaa-alpha", "500",
+    train(tiny_data, "transformer_aaa", save, *SPARSE, "--aaa-target", "0.6", "--aaa-alpha", "0.05",
           "--aaa-alpha-updates", "10", "--lr", "2e-2", "--max-update", "30")
     rho = logged(save, "aaa_rho")
     assert len(rho) == 30 and rho[0] < 0.5
     assert abs(sum(rho[-5:]) / 5 - 0.6) < abs(rho[0] - 0.6) / 2, rho
     for name in ["aaa_loss", "aaa_rows", "aaa_cols", "rho", "rho_l6", "tau"]:
         assert logged(save, name), name
-    assert logged(save, "aaa_alpha")[:2] == [0.0, 50.0]  # linear warm-up of α to 500 at update 10
+    assert logged(save, "aaa_alpha")[:2] == [0.0, 0.005]  # linear warm-up of α to 0.05 at update 10
 
 
 def test_resume_with_noise_schedules_and_gates_equals_uninterrupted(tiny_data, tmp_path):
@@ -154,7 +154,7 @@ def test_export_two_stage_finetune_and_generate(tiny_data, tmp_path):
     assert "dropped 48 and initialised 0 learned-mask/gate tensors" in r.stdout + r.stderr
     short = train_fails(tiny_data, "transformer_local", tmp_path / "short", "--attn-layout", "[file*8]*6",
                         "--mask-file", str(tmp_path / "prune-90.pt"), "--max-update", "1")
-    assert re.fullmatch(r"error: a sentence of \d+ tokens is longer than mask file-0\.0 of '.*prune-90\.pt' "
+    assert re.fullmatch(r"error: a batch of \d+ positions is longer than mask file-0\.0 of '.*prune-90\.pt' "
                         r"\(20 positions\)", short), short
     state = _params(stage2 / "checkpoint_last.pt")
     assert not any(k.endswith("alpha") for k in state)

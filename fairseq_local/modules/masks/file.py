@@ -7,7 +7,7 @@ from typing import Dict
 
 import torch
 
-from .base import MaskSpecError
+from .base import MaskSpecError, to_device
 from .patterns import PositionMask, _axis
 
 MASK_FILE_FORMAT = "fairseq-local-masks/1"
@@ -53,10 +53,10 @@ class FileMask(PositionMask):
 
     def allows(self, i, j, n):
         entry = self.entry()
-        m = entry["matrix"].to(i.device)
-        if int(n.max()) > m.shape[0]:
+        m = matrix_on(self, i.device)
+        if max(i.shape[-2], j.shape[-1]) > m.shape[0]:  # the padded length: no read of n on the host
             raise MaskSpecError(
-                f"a sentence of {int(n.max())} tokens is longer than mask {self} of "
+                f"a batch of {max(i.shape[-2], j.shape[-1])} positions is longer than mask {self} of "
                 f"'{self.path}' ({m.shape[0]} positions)"
             )
         out = m[i.clamp(0, m.shape[0] - 1), j.clamp(0, m.shape[0] - 1)]
@@ -66,4 +66,11 @@ class FileMask(PositionMask):
 
     def __str__(self) -> str:
         return f"file-{self.layer}.{self.head}"
+
+
+@lru_cache(maxsize=256)
+def matrix_on(mask: FileMask, device: torch.device) -> torch.Tensor:
+    """The mask's bool (N, N) matrix on ``device``, copied once (no copy per forward)."""
+    with torch.inference_mode(False):
+        return to_device(mask.entry()["matrix"].bool(), device)
 

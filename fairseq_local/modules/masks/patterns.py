@@ -7,7 +7,7 @@ from typing import Sequence, Tuple
 
 import torch
 
-from .base import HeadMask, RelativeMask
+from .base import HeadMask, RelativeMask, constant
 
 @dataclass(frozen=True)
 class DiagonalMask(RelativeMask):
@@ -19,7 +19,7 @@ class DiagonalMask(RelativeMask):
         object.__setattr__(self, "offsets", tuple(sorted(set(self.offsets))))
 
     def allows(self, d: torch.Tensor) -> torch.Tensor:
-        return torch.isin(d.abs(), torch.tensor(self.offsets, dtype=torch.long, device=d.device))
+        return torch.isin(d.abs(), constant(self.offsets, d.device))
 
     def __str__(self) -> str:
         return f"diagonal-{_fmt_set(self.offsets)}"
@@ -85,8 +85,8 @@ class PositionMask(HeadMask):
 def _axis(i: torch.Tensor, j: torch.Tensor, rows, cols) -> torch.Tensor:
     """i ∈ rows or j ∈ cols (Adaptive Axis Attention, Eq. 7): the rows and columns of a
     position set.  ``rows``/``cols``: int sequences or 1-D long tensors."""
-    rows = torch.as_tensor(rows, dtype=torch.long, device=i.device)
-    cols = torch.as_tensor(cols, dtype=torch.long, device=j.device)
+    rows = rows.to(i.device) if torch.is_tensor(rows) else constant(tuple(rows), i.device)
+    cols = cols.to(j.device) if torch.is_tensor(cols) else constant(tuple(cols), j.device)
     return torch.isin(i, rows) | torch.isin(j, cols)
 
 
