@@ -28,6 +28,7 @@ from torch import nn
 
 from ..modules.attention import LocalMultiheadAttention
 from ..modules.build import AttentionBuilder
+from ..modules.flex import flex_block_masks
 from ..modules.learned import shared_masks
 from ..modules.options import add_attention_args, attention_config, resolved, set_attention_defaults
 from ..modules.sparsity import SparsityTerms, recording, sparsity_terms
@@ -116,7 +117,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         if self.training:  # one noise sample per DAM mask and update, shared by its layers
             for m in {id(d): d for a in self.attention_modules() for d in a.dam}.values():
                 m.resample()
-        with recording() as records, shared_masks():
+        with recording() as records, shared_masks(), flex_block_masks():
             out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
         out["sparsity"] = records
         return out

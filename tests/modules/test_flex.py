@@ -14,7 +14,8 @@ from conftest import make_attention, padding_mask
 from fairseq_local.modules import flex
 from fairseq_local.modules.flex import (flex_attention_heads, flex_available, flex_positions, mask_mod,
                                         register_flex_mask)
-from fairseq_local.modules.masks import MASK_FILE_FORMAT, FileMask, HeadMask, parse_mask, real_positions
+from fairseq_local.modules.masks import (MASK_FILE_FORMAT, FileMask, HeadMask, MaskSpecError, parse_mask,
+                                        real_positions)
 
 FIXED = ["identity", "prev-1", "next-2", "band-2", "local-3", "global", "global-2", "axis-0.3-1",
          "diagonal-0.2", "no-diag", "logsparse", "strided-3", "fixed-4-1", "star", "random-2", "random-drop",
@@ -84,6 +85,23 @@ def test_mask_mod_equals_dense(token, mask_file):
             n = pos.amax(-1) + 1  # as PositionMask.dense takes it
             got = create_mask(mask_mod(mask, pos, n), B, 1, T, T, device="cpu")[:, 0]
             assert torch.equal(got, mask.dense(pos, pos).expand(B, T, T)), (lengths, left, pos)
+
+
+@pytest.mark.parametrize("token", ["random-2", "random-drop", "longformer-2-2", "bigbird-1-2-2"])
+def test_seeded_kinds_from_the_every_length_table(token, monkeypatch):
+    """Off the CPU seeded kinds index their every-length table by n (no host
+    read of the lengths): the same masks."""
+    monkeypatch.setattr(flex, "_HOST_READS_ARE_FREE", ())
+    test_mask_mod_equals_dense(token, None)
+
+
+def test_file_mask_shorter_than_the_batch(mask_file):
+    """A file mask is checked against the padded length T (a host int), not the
+    sentence lengths (a device read): one line naming the mask and the file."""
+    T = FILE_LEN + 1
+    with pytest.raises(MaskSpecError, match=rf"^a batch of {T} positions is longer than mask file-0\.0 of "
+                                            rf"'.*masks\.pt' \({FILE_LEN} positions\)$"):
+        mask_mod(mask_of("file-0.0", mask_file), torch.arange(T)[None], torch.tensor([3]))
 
 
 @pytest.mark.parametrize("padding", PADDINGS)
