@@ -1,5 +1,6 @@
 """Measuring helpers of ``fairseq-local benchmark``: interleaved repeats with
-medians, per-call timing, peak tensor memory on CPU, a memory cap, the
+medians, per-call timing (synchronised on CUDA), peak tensor memory on the CPU
+(profiler) and on CUDA (the caching allocator's counters), a memory cap, the
 machine's description and Markdown tables.
 
 Everything measured in one table is measured in the same process and the same
@@ -82,6 +83,8 @@ def guarded(fn: Callable[[], object], cap_gib: Optional[float] = None) -> Callab
             raise
         except Exception as e:
             if out_of_memory(e):
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()  # give the failed call's cached blocks back
                 raise Skipped("out of memory") from None
             text = str(e).splitlines()[0] if str(e) else ""
             raise Skipped(f"{type(e).__name__}: {text}"[:160]) from None
@@ -95,16 +98,25 @@ def median(samples: Samples) -> Optional[float]:
 
 class PerCall:
     """Seconds per call of ``fn``, measured over enough calls to last at least
-    ``min_time`` seconds (the count is fixed by the first, warm-up, call)."""
+    ``min_time`` seconds (the count is fixed by the first, warm-up, call).
 
-    def __init__(self, fn: Callable[[], object], min_time: float = 0.05) -> None:
-        self.fn, self.min_time, self.calls = fn, min_time, 0
+    ``sync`` (e.g. ``torch.cuda.synchronize``) is called before the clock
+    starts and before it stops, so that asynchronous device work queued by
+    the calls is inside the measurement and earlier work is not."""
+
+    def __init__(self, fn: Callable[[], object], min_time: float = 0.05,
+                 sync: Optional[Callable[[], None]] = None) -> None:
+        self.fn, self.min_time, self.calls, self.sync = fn, min_time, 0, sync
 
     def __call__(self) -> float:
         calls = self.calls or 1
+        if self.sync is not None:
+            self.sync()
         start = time.perf_counter()
         for _ in range(calls):
             self.fn()
+        if self.sync is not None:
+            self.sync()
         seconds = (time.perf_counter() - start) / calls
         if not self.calls:
             self.calls = max(1, math.ceil(self.min_time / max(seconds, 1e-9)))
@@ -124,8 +136,13 @@ def _vm_size() -> Optional[int]:
 
 
 def out_of_memory(e: BaseException) -> bool:
-    """Whether ``e`` is an allocation failure (the cap of :func:`memory_cap` reached)."""
-    return isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "can't allocate memory" in str(e))
+    """Whether ``e`` is an allocation failure (the cap of :func:`memory_cap`
+    reached, or the CUDA device out of memory)."""
+    cuda_oom = getattr(torch.cuda, "OutOfMemoryError", None)
+    if cuda_oom is not None and isinstance(e, cuda_oom):
+        return True
+    return isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and (
+        "can't allocate memory" in str(e) or "CUDA out of memory" in str(e)))
 
 
 @contextmanager
@@ -191,8 +208,37 @@ def peak_memory(fn: Callable[[], object]) -> int:
     return peak
 
 
-def machine() -> str:
-    """One line: CPU model, logical CPUs, memory, torch version and threads."""
+CUDA_PEAK_MEMORY_METHOD = ("torch.cuda.max_memory_allocated during one call (after torch.cuda.synchronize) "
+                           "minus torch.cuda.memory_allocated before it, counters reset before the call; "
+                           "memory held before the call (inputs, weights) is not counted")
+
+
+def cuda_peak_memory(fn: Callable[[], object], device: Union[str, torch.device] = "cuda") -> int:
+    """Bytes: the CUDA caching allocator's peak of allocated tensor memory
+    while ``fn()`` runs once, above what was allocated before the call, as
+    :data:`CUDA_PEAK_MEMORY_METHOD` says."""
+    device = torch.device(device)
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    before = torch.cuda.memory_allocated(device)
+    fn()
+    torch.cuda.synchronize(device)
+    return max(0, torch.cuda.max_memory_allocated(device) - before)
+
+
+def gpu() -> str:
+    """The current CUDA device: name, memory, CUDA and cuDNN versions ("" without one)."""
+    if not torch.cuda.is_available():
+        return ""
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    return (f"{props.name} ({props.total_memory / 2 ** 30:.0f} GiB), CUDA {torch.version.cuda}"
+            + (f", cuDNN {cudnn}" if cudnn else ""))
+
+
+def machine(device: Optional[Union[str, torch.device]] = None) -> str:
+    """One line: CPU model, logical CPUs, memory, torch version and threads;
+    on a CUDA ``device``, the GPU first."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
@@ -207,8 +253,11 @@ def machine() -> str:
     except (OSError, StopIteration):
         pass
     threads = torch.get_num_threads()
-    return (f"{cpu} ({os.cpu_count()} logical CPUs{mem}), torch {torch.__version__}, "
+    text = (f"{cpu} ({os.cpu_count()} logical CPUs{mem}), torch {torch.__version__}, "
             f"{threads} thread{'' if threads == 1 else 's'}")
+    if device is not None and torch.device(device).type == "cuda":
+        text = f"{gpu()} on {text}"
+    return text
 
 
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: Sequence[bool] = ()) -> str:
@@ -219,10 +268,11 @@ def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]], right: 
     return "\n".join(lines)
 
 
-def settings_line(level: str, what: str, repeats: int, warmup: int, seed: int) -> str:
+def settings_line(level: str, what: str, repeats: int, warmup: int, seed: int,
+                  device: Optional[Union[str, torch.device]] = None) -> str:
     """The line above a level's table: what is measured, how, and on what."""
     return (f"**{level}**: {what}; median of {repeats} interleaved rounds after {warmup} warm-up "
-            f"round(s), seed {seed}; {machine()}")
+            f"round(s), seed {seed}; {machine(device)}")
 
 
 def fmt_ms(seconds: Optional[float]) -> str:

@@ -18,17 +18,21 @@ from .common import command_parser
 
 LEVELS = ("kernels", "train", "generate")
 IMPLS = ("auto", "dense", "window", "flex")
+DEVICES = ("cpu", "cuda")
+DTYPES = ("fp32", "fp16", "bf16")
 
 DETAILS = """\
 Levels (one or more; "all" runs the three in turn):
-  kernels   forward+backward of one LocalMultiheadAttention layer in fp32 for each
-            case (band-2 heads in pre and post mode, Pande et al.'s tied (i) layer
+  kernels   forward+backward of one LocalMultiheadAttention layer for each case
+            (band-2 heads in pre and post mode, Pande et al.'s tied (i) layer
             against its untied heads, a mixed global/band-2 layer, SparseBERT's Star
             and BigBird) at every --heads and --lengths, with each --impls, against
             the same layer with all heads global (fused scaled_dot_product_attention
             between the same projections). Also times scaled_dot_product_attention
             alone on (B, H, n, d_h) and the projections alone, and reports the peak
-            tensor memory of each.
+            tensor memory of each. In --dtype (fp32) on --device (cpu); on cuda the
+            timings are taken between torch.cuda.synchronize calls and the peak
+            memory is torch.cuda.max_memory_allocated's.
   train     training words/s (forward, loss, backward, Adam step) of stock fairseq
             transformer and configs (a), (f), (i), (l) at each --nmt-sizes, the
             learned archs (DAM_u, DAM_s, Adaptive Axis Attention, head gates) at
@@ -87,11 +91,16 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--impls", nargs="+", choices=IMPLS, default=["auto", "dense"], metavar="IMPL",
                    help="attention paths of the layer timed in each case; the first one also gets the core "
                         "×SDPA column and the tied/untied ratio (default auto dense)")
+    k.add_argument("--device", choices=DEVICES, default="cpu",
+                   help="where the kernels run: cpu or cuda (the current CUDA device) (default cpu)")
+    k.add_argument("--dtype", choices=DTYPES, default="fp32",
+                   help="dtype of the layer, its inputs and gradients: fp32, fp16 or bf16 (default fp32)")
     k.add_argument("--min-time", type=_positive(float, 0), default=0.05, metavar="S",
                    help="a timed sample repeats its call to last at least S seconds (default 0.05)")
     k.add_argument("--max-memory", type=_positive(float, 0), default=8.0, metavar="GIB",
                    help="allocation cap of one call, in GiB beyond what the process holds; a call "
-                        "that needs more is shown as '-' (default 8; 0: no cap)")
+                        "that needs more is shown as '-' (default 8; 0: no cap; CPU only: on cuda a call "
+                        "that runs out of device memory is shown as '-')")
     t = p.add_argument_group("train")
     t.add_argument("--nmt-sizes", nargs="*", choices=list(SIZES), default=["demo", "base"], metavar="SIZE",
                    help="NMT dimensions: tiny, demo (scripts/demo.sh) or base (Transformer-base) "
@@ -138,6 +147,17 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if "all" in args.levels:
         args.levels = list(LEVELS)
     args.levels = [lv for lv in LEVELS if lv in args.levels]
+    others = [lv for lv in args.levels if lv != "kernels"]
+    if others and (args.device != "cpu" or args.dtype != "fp32"):
+        p.error(f"--device and --dtype apply to the kernels level only ({' and '.join(others)} "
+                f"run{'s' if len(others) == 1 else ''} on the CPU in fp32)")
+    if "kernels" in args.levels and args.device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            reason = ("this torch has no CUDA support" if torch.version.cuda is None
+                      else "no CUDA device is visible")
+            p.error(f"--device cuda: no CUDA device available ({reason}; torch {torch.__version__})")
     if "train" in args.levels and not (args.nmt_sizes or args.roberta_lengths):
         p.error("train: nothing to measure (give --nmt-sizes or --roberta-lengths)")
     if args.markdown:

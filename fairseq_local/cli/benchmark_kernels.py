@@ -1,7 +1,9 @@
 """The kernel level of ``fairseq-local benchmark``: forward+backward of one
 attention layer per case, head count and length, against the same layer with
 all heads global, with scaled_dot_product_attention and the projections
-alone for reference, and the peak tensor memory of each."""
+alone for reference, and the peak tensor memory of each, in ``--dtype`` on
+``--device`` (on CUDA: timings between ``torch.cuda.synchronize`` calls and
+the peak from ``torch.cuda.max_memory_allocated``)."""
 
 import argparse
 import sys
@@ -10,9 +12,11 @@ from typing import Callable, Dict, List, Optional, Tuple
 import torch
 import torch.nn.functional as F
 
-from ..bench import (PEAK_MEMORY_METHOD, PerCall, Progress, Skipped, fmt, fmt_ms, guarded, markdown_table, median,
-                     peak_memory, ratio, round_robin, settings_line)
+from ..bench import (CUDA_PEAK_MEMORY_METHOD, PEAK_MEMORY_METHOD, PerCall, Progress, Skipped, cuda_peak_memory, fmt,
+                     fmt_ms, guarded, markdown_table, median, peak_memory, ratio, round_robin, settings_line)
 from ..models.archs import ALL_MASKS
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 
 # name -> (head masks for H heads, Q/K group suffix, mask mode, description)
 KERNEL_CASES: Dict[str, Tuple[Callable[[int], List[str]], str, str, str]] = {
@@ -56,22 +60,42 @@ def _attention(layout: str, mode: str, impl: str, heads: int, dim: int, n: int, 
     return attn
 
 
+def _device(args: argparse.Namespace) -> torch.device:
+    return torch.device(getattr(args, "device", "cpu") or "cpu")
+
+
+def _dtype(args: argparse.Namespace) -> torch.dtype:
+    return DTYPES[getattr(args, "dtype", "fp32") or "fp32"]
+
+
 def _kernel_row(case: str, H: int, n: int, args) -> Dict[str, object]:
     """Times, peak memory and differences of one (case, H, n)."""
     from ..modules.layout import parse_layout
 
-    B, dh, cap = args.batch, args.head_dim, args.max_memory
+    device, dtype = _device(args), _dtype(args)
+    cuda = device.type == "cuda"
+    B, dh = args.batch, args.head_dim
+    cap = None if cuda else args.max_memory  # RLIMIT_AS caps host memory only; CUDA raises its own OOM
     d = H * dh
     layout, mode = kernel_layout(case, H)
     G = len(parse_layout(layout)[0].groups)
     torch.manual_seed(args.seed)
-    x = torch.randn(n, B, d, requires_grad=True)
-    gx = torch.randn(n, B, d)
-    qkv = [torch.randn(B, H, n, dh, requires_grad=True) for _ in range(3)]
-    gq = torch.randn(B, H, n, dh)
-    w_in = (torch.randn(2 * G * dh + d, d) * d ** -0.5).requires_grad_()
-    w_out = (torch.randn(d, d) * d ** -0.5).requires_grad_()
-    b_in, b_out = torch.zeros(2 * G * dh + d, requires_grad=True), torch.zeros(d, requires_grad=True)
+
+    def new(*shape, scale: float = 1.0, zeros: bool = False, grad: bool = False) -> torch.Tensor:
+        # Drawn on the CPU in fp32, so that every device and dtype sees the same numbers.
+        t = torch.zeros(*shape) if zeros else torch.randn(*shape) * scale
+        return t.to(device=device, dtype=dtype).requires_grad_(grad)
+
+    x = new(n, B, d, grad=True)
+    gx = new(n, B, d)
+    qkv = [new(B, H, n, dh, grad=True) for _ in range(3)]
+    gq = new(B, H, n, dh)
+    w_in = new(2 * G * dh + d, d, scale=d ** -0.5, grad=True)
+    w_out = new(d, d, scale=d ** -0.5, grad=True)
+    b_in, b_out = new(2 * G * dh + d, zeros=True, grad=True), new(d, zeros=True, grad=True)
+
+    def build(layout_: str, mode_: str, impl: str):
+        return _attention(layout_, mode_, impl, H, d, n, args.seed).to(device=device, dtype=dtype)
 
     def sdpa():
         out = F.scaled_dot_product_attention(*qkv)
@@ -89,14 +113,14 @@ def _kernel_row(case: str, H: int, n: int, args) -> Dict[str, object]:
             return out, torch.autograd.grad(out, [x, *params], gx)
         return run
 
-    calls = {"SDPA": sdpa, "proj": proj,
-             "global": module_call(_attention(f"[global*{H}]", "post", "auto", H, d, n, args.seed))}
+    calls = {"SDPA": sdpa, "proj": proj, "global": module_call(build(f"[global*{H}]", "post", "auto"))}
     for impl in args.impls:
         try:
-            calls[impl] = module_call(_attention(layout, mode, impl, H, d, n, args.seed))
+            calls[impl] = module_call(build(layout, mode, impl))
         except Exception as e:
             calls[impl] = _failed(f"{type(e).__name__}: {e}")
-    timers = {name: PerCall(guarded(fn, cap), args.min_time) for name, fn in calls.items()}
+    sync = (lambda: torch.cuda.synchronize(device)) if cuda else None
+    timers = {name: PerCall(guarded(fn, cap), args.min_time, sync) for name, fn in calls.items()}
     samples = round_robin(timers, args.repeats, args.warmup, seed=args.seed)
     row: Dict[str, object] = {"times": {k: median(v) for k, v in samples.items()},
                               "skipped": {k: str(v) for k, v in samples.items() if isinstance(v, Skipped)},
@@ -105,7 +129,7 @@ def _kernel_row(case: str, H: int, n: int, args) -> Dict[str, object]:
         if name in row["skipped"]:
             continue
         try:
-            row["memory"][name] = guarded(lambda: peak_memory(fn), cap)()
+            row["memory"][name] = guarded(lambda: cuda_peak_memory(fn, device) if cuda else peak_memory(fn), cap)()
         except Skipped:
             pass
     if "dense" in calls and "dense" not in row["skipped"]:
@@ -118,14 +142,16 @@ def _kernel_row(case: str, H: int, n: int, args) -> Dict[str, object]:
                 out = guarded(calls[impl], cap)()
             except Skipped:
                 continue
-            row["diff"][impl] = max((a - b).abs().max().item()
+            row["diff"][impl] = max((a.float() - b.float()).abs().max().item()
                                     for a, b in zip([out[0], out[1][0]], [ref[0], ref[1][0]]))
     _clear_mask_caches()
+    if cuda:
+        torch.cuda.empty_cache()  # this row's cached blocks do not count against the next
     return row
 
 
 def _settings(args: argparse.Namespace, level: str, what: str) -> str:
-    return settings_line(level, what, args.repeats, args.warmup, args.seed)
+    return settings_line(level, what, args.repeats, args.warmup, args.seed, _device(args))
 
 
 def _failed(message: str) -> Callable[[], object]:
@@ -162,8 +188,10 @@ def kernels(args: argparse.Namespace) -> str:
         table.append(cells)
         for name, why in row["skipped"].items():
             skipped.setdefault((name, why), []).append(f"{case} H={H} n={n}")
+    device = _device(args)
+    where = f"{getattr(args, 'dtype', 'fp32')} on {'CUDA' if device.type == 'cuda' else 'the CPU'}"
     lines = [_settings(args, "kernels", f"one attention layer, forward+backward (input and weight gradients), "
-                                        f"fp32, batch {args.batch}, d_h {args.head_dim}, heads "
+                                        f"{where}, batch {args.batch}, d_h {args.head_dim}, heads "
                                         f"{' '.join(map(str, args.heads))}, lengths "
                                         f"{' '.join(map(str, args.lengths))}, at least {args.min_time:g} s a sample"),
              "", markdown_table(header, table, [False, False] + [True] * (len(header) - 2)), ""]
@@ -174,14 +202,14 @@ def kernels(args: argparse.Namespace) -> str:
         "- SDPA: F.scaled_dot_product_attention alone on q, k, v of shape (B, H, n, d_h), no mask; proj: the "
         "layer's projections alone (fused Q/K/V in-projection of its Q/K groups, out-projection); "
         f"{first} core ×SDPA = SDPA ms / ({first} ms - proj ms), from the medians.",
-        f"- MiB: {PEAK_MEMORY_METHOD}.",
+        f"- MiB: {CUDA_PEAK_MEMORY_METHOD if device.type == 'cuda' else PEAK_MEMORY_METHOD}.",
         "- cases (layout at H={0}, mask mode): ".format(args.heads[0])
         + "; ".join(f"{c} = {KERNEL_CASES[c][3]}, {kernel_layout(c, args.heads[0])[0]}, {KERNEL_CASES[c][2]}"
                     for c in args.cases) + ".",
     ]
     if "dense" in impls and len(impls) > 1:
-        lines.append("- max abs diff: largest |difference| from the dense path, over the output and the input "
-                     "gradient of one call.")
+        lines.append("- max abs diff: largest |difference| from the dense path (in the same dtype), over the "
+                     "output and the input gradient of one call.")
     if "tied-post" in args.cases and "untied-post" in args.cases:
         def core(t: dict) -> Optional[float]:
             return None if t[first] is None or t["proj"] is None or t[first] <= t["proj"] else t[first] - t["proj"]

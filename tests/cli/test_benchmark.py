@@ -102,6 +102,44 @@ def test_kernels_other_impls_and_failing_paths(capsys, monkeypatch):
             "auto at every row: RuntimeError: no such path.") in out
 
 
+def test_kernels_in_bf16_on_the_cpu(capsys):
+    """--dtype bf16: the layer, its inputs and gradients in bfloat16; every path
+    measured, and within bf16's rounding of the dense path."""
+    out = run_main(["kernels", "--cases", "band2-pre", "band2-post", "mixed", "--impls", "auto", "dense", "window",
+                    "--lengths", "5", "16", "--heads", "2", "--head-dim", "4", "--min-time", "0", "--dtype", "bf16",
+                    *COMMON], capsys)
+    first = out.splitlines()[0]
+    assert "bf16 on the CPU" in first and "fp32" not in first
+    [(header, rows)] = tables(out)
+    assert [(r[0], r[3]) for r in rows] == [(c, n) for c in ("band2-pre", "band2-post", "mixed") for n in ("5", "16")]
+    for row in rows:
+        cells = dict(zip(header, row))
+        for name in ("SDPA ms", "global ms", "auto ms", "dense ms", "window ms", "MiB window"):
+            assert number(cells[name]) >= 0, (name, cells)
+        for name in ("auto max abs diff", "window max abs diff"):
+            assert 0 <= number(cells[name]) < 0.1, (name, cells)  # bf16 keeps 8 bits of mantissa
+    assert "torch.profiler" in out and "not measured" not in out
+
+
+def test_cuda_without_a_device_is_one_error_line(capsys, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(SystemExit) as e:
+        main(["kernels", "--device", "cuda", "--dtype", "fp16", "--quiet"])
+    captured = capsys.readouterr()
+    assert e.value.code == 2 and captured.out == ""
+    assert captured.err.startswith("error: --device cuda: no CUDA device available (")
+    assert captured.err.count("\n") == 1, captured.err
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a CUDA device is visible")
+def test_cuda_without_a_device_from_the_command_line():
+    r = run(["fairseq-local", "benchmark", "kernels", "--device", "cuda"], check=False)
+    assert r.returncode != 0 and r.stdout == ""
+    errors = [line for line in r.stderr.splitlines() if not line.startswith("INFO:")]  # fairseq's import notices
+    assert len(errors) == 1 and errors[0].startswith("error: --device cuda: no CUDA device available ("), r.stderr
+
+
 def test_train_table(capsys):
     out = run_main(TRAIN, capsys)
     assert out.startswith("**train**: ") and "the _with_sparsity criteria" in out.splitlines()[0]
@@ -149,6 +187,10 @@ def test_markdown_appends_every_table(tmp_path, capsys):
     (["kernels", "--impls", "fast"], "error: argument --impls: invalid choice: 'fast'"),
     (["kernels", "--cases", "band3"], "error: argument --cases: invalid choice: 'band3'"),
     (["kernels", "--repeats", "x"], "error: argument --repeats: invalid int value: 'x'"),
+    (["kernels", "--device", "gpu"], "error: argument --device: invalid choice: 'gpu'"),
+    (["kernels", "--dtype", "fp8"], "error: argument --dtype: invalid choice: 'fp8'"),
+    (["train", "--dtype", "bf16"], "error: --device and --dtype apply to the kernels level only (train runs on"),
+    (["all", "--device", "cuda"], "error: --device and --dtype apply to the kernels level only (train and generate"),
     (["train", "--archs", "zz"], "error: --archs: no configuration 'zz' (letters a-l or a named arch)"),
     (["train", "--roberta-archs", "f"], "error: --roberta-archs: 'f' is an NMT arch"),
     (["all", "--gen-archs", "roberta_band6"], "error: --gen-archs: 'roberta_band6' is a RoBERTa arch"),
@@ -195,6 +237,15 @@ def test_per_call_repeats_short_calls():
     assert timer.calls > 1
     timer()
     assert count[0] == 1 + timer.calls
+
+
+def test_per_call_synchronises_around_the_timed_calls():
+    events: List[str] = []
+    timer = bench.PerCall(lambda: events.append("call"), min_time=0, sync=lambda: events.append("sync"))
+    timer()
+    assert timer.calls == 1 and events == ["sync", "call", "sync"]
+    assert bench.out_of_memory(RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert not bench.out_of_memory(RuntimeError("shape mismatch"))
 
 
 def test_peak_memory_counts_what_a_call_allocates():
