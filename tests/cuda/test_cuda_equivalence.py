@@ -20,19 +20,25 @@ def flex_or_skip(impl: str) -> None:
             pytest.skip(reason)
 
 
-@pytest.mark.parametrize("name", list(LAYERS))
-@pytest.mark.parametrize("mode", ["pre", "post"])
-@pytest.mark.parametrize("dtype", list(DTYPES))
-@pytest.mark.parametrize("impl", IMPLS)
-def test_every_impl_and_dtype_matches_the_fp32_dense_reference(impl, dtype, mode, name):
-    flex_or_skip(impl)
+def dense_reference(name: str, mode: str):
+    """The layer's initial weights (a dense module), a padded batch, an upstream
+    gradient and the fp32 dense path's output and gradients on them."""
     base = layer(name, mode, "dense")
     x, pad = batch(base.embed_dim)
     ref_module = on(layer(name, mode, "dense"), torch.float32)
     ref_module.load_state_dict(base.state_dict())
     torch.manual_seed(3)
     grad_out = torch.randn(x.shape, device=CUDA)
-    ref = forward_backward(ref_module, x, pad, grad_out, torch.float32)
+    return base, x, pad, grad_out, forward_backward(ref_module, x, pad, grad_out, torch.float32)
+
+
+@pytest.mark.parametrize("name", list(LAYERS))
+@pytest.mark.parametrize("mode", ["pre", "post"])
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("impl", IMPLS)
+def test_every_impl_and_dtype_matches_the_fp32_dense_reference(impl, dtype, mode, name):
+    flex_or_skip(impl)
+    base, x, pad, grad_out, ref = dense_reference(name, mode)
     module = on(layer(name, mode, impl), DTYPES[dtype])
     module.load_state_dict(base.state_dict())
     got = forward_backward(module, x, pad, grad_out, DTYPES[dtype])
@@ -47,13 +53,7 @@ def test_every_impl_and_dtype_matches_the_fp32_dense_reference(impl, dtype, mode
 def test_autocast_matches_the_fp32_dense_reference(impl, dtype, mode, name):
     """--amp: fp32 parameters, CUDA autocast (half matmuls, fp32 learned masks)."""
     flex_or_skip(impl)
-    base = layer(name, mode, "dense")
-    x, pad = batch(base.embed_dim)
-    ref_module = on(layer(name, mode, "dense"), torch.float32)
-    ref_module.load_state_dict(base.state_dict())
-    torch.manual_seed(3)
-    grad_out = torch.randn(x.shape, device=CUDA)
-    ref = forward_backward(ref_module, x, pad, grad_out, torch.float32)
+    base, x, pad, grad_out, ref = dense_reference(name, mode)
     module = on(layer(name, mode, impl), torch.float32)
     module.load_state_dict(base.state_dict())
     with torch.autocast("cuda", dtype=DTYPES[dtype]):
