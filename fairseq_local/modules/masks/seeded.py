@@ -20,6 +20,7 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
+from .base import to_device
 from .patterns import PositionMask, _axis
 
 # The longest padded length whose every-length table is kept on a device: m = 512 takes
@@ -62,7 +63,7 @@ def _packed_cpu(mask: "SeededMask", m: int) -> torch.Tensor:
 @lru_cache(maxsize=32)
 def _packed(mask: "SeededMask", m: int, device: torch.device) -> torch.Tensor:
     with torch.inference_mode(False):  # usable by autograd later, whichever mode built it
-        return _packed_cpu(mask, m).to(device)
+        return to_device(_packed_cpu(mask, m), device)
 
 
 @dataclass(frozen=True)
