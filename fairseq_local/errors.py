@@ -8,7 +8,7 @@ instead of a traceback, and the process exits at once with status 1.
 
 import os
 import sys
-from typing import Tuple, Type
+from typing import Optional, Tuple, Type
 
 
 
@@ -16,12 +16,47 @@ class OptionError(ValueError):
     """A bad value of one of the plugin's command-line options."""
 
 
+class InputError(ValueError):
+    """A bad input file or value (a truncated checkpoint, a malformed table,
+    a checkpoint of another model), reported in one line."""
+
+
+class ResumeError(InputError):
+    """A checkpoint loaded to continue training a model other than the one
+    it was saved from (another arch, layout, mask mode or mask option)."""
+
+
 def user_errors() -> Tuple[Type[BaseException], ...]:
-    """The errors printed in one line: bad options, layouts and masks."""
+    """The errors printed in one line: bad options, layouts, masks, input and
+    output files."""
     from .modules.layout import LayoutError
     from .modules.masks import MaskSpecError
+    from .outputs import OutputError
 
-    return (LayoutError, MaskSpecError, OptionError)
+    return (LayoutError, MaskSpecError, OptionError, InputError, OutputError)
+
+
+def user_error_in(exc: Optional[BaseException]) -> Optional[BaseException]:
+    """``exc`` or the first exception it was raised from or while handling
+    (fairseq re-raises load errors as a bare ``Exception``) that is one of
+    :func:`user_errors`, else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, user_errors()):
+            return exc
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+_WARNED = set()
+
+
+def warn_once(message: str) -> None:
+    """Print ``warning: MESSAGE`` to stderr, once per process."""
+    if message not in _WARNED:
+        _WARNED.add(message)
+        print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def install_excepthook() -> None:
@@ -31,10 +66,11 @@ def install_excepthook() -> None:
         return
 
     def hook(exc_type, exc, tb):
-        if not issubclass(exc_type, user_errors()):
+        found = user_error_in(exc)
+        if found is None:
             previous(exc_type, exc, tb)
             return
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {found}", file=sys.stderr)
         if not hasattr(sys, "ps1"):  # a program, not an interactive session: exit now,
             # before background threads (data loaders) are torn down noisily
             sys.stdout.flush()

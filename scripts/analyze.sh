@@ -65,7 +65,7 @@ state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
 cfg = state.get("cfg")
 print(cfg["task"]["data"] if cfg is not None else getattr(state.get("args"), "data", ""))
 PY
-)" || die "cannot read '$ckpt'"
+)" 2>/dev/null || die "cannot read '$ckpt' (not a fairseq checkpoint, or truncated)"
 fi
 if [ -z "$CONLLU" ] && [ -z "$TEXT" ]; then
   CONLLU="$DATA/raw/test.src.conllu"
@@ -74,24 +74,55 @@ fi
 INPUT=(--conllu "$CONLLU"); src="$CONLLU"
 [ -z "$TEXT" ] || { INPUT=(--text "$TEXT"); src="$TEXT"; }
 [ -f "$src" ] || die "no input file '$src'"
+# A tokeniser given to the commands (--bpe-model PATH after "--") is checked
+# before any work.
+BPE_KIND=auto BPE_MODEL="" prev=""
+for a in ${EXTRA[@]+"${EXTRA[@]}"}; do
+  case "$prev" in --bpe) BPE_KIND="$a" ;; --bpe-model) BPE_MODEL="$a" ;; esac
+  case "$a" in --bpe=*) BPE_KIND="${a#*=}" ;; --bpe-model=*) BPE_MODEL="${a#*=}" ;; esac
+  prev="$a"
+done
+case "$BPE_KIND" in auto|gpt2|sentencepiece) ;; *) BPE_MODEL="" ;; esac
+[ -z "$BPE_MODEL" ] || check_bpe_model "$BPE_KIND" "$BPE_MODEL"
 OUT="${OUT:-$RUN/analysis}"
+# The output folder: not the run or the data folder, and none of its outputs
+# is an input file.
+check_out_dir "$OUT" "--out"
+[ "$(_abspath "$OUT")" != "$(_abspath "$RUN")" ] || die "--out '$OUT' is the run folder: give another output folder"
+check_apart "$OUT" "$DATA"
+case "$(_abspath "$RUN")/" in "$(_abspath "$OUT")"/*) die "--out '$OUT' holds the run folder '$RUN': give another output folder" ;; esac
+OUT_FILES=(attention.pt {bias,sensitivity,hta}.{json,md})
+for f in "$ckpt" "$src" "${EXTRA[@]}"; do
+  [ -f "$f" ] || continue
+  [ "$(_abspath "$(dirname "$f")")" = "$(_abspath "$OUT")" ] || continue
+  case " ${OUT_FILES[*]} " in *" $(basename "$f") "*) die "input '$f' is one of the outputs in '$OUT': give another --out" ;; esac
+  case "$f" in *.png) die "input '$f' is one of the outputs in '$OUT': give another --out" ;; esac
+done
 mkdir -p "$OUT"
 MODEL=(--path "$ckpt" --data "$DATA" "${INPUT[@]}" "${EXTRA[@]}")
 HTA=(--max-sentences "$HTA_N" "${NO_INPUT[@]}")
 [ -z "$HTA_LEN" ] || HTA+=(--max-len "$HTA_LEN")
 
-# step NAME OUTPUT COMMAND... : run COMMAND unless NAME's stamp matches the
-# checkpoint, the input, the options and OUTPUT.
+# The data folder's dictionaries: the models read them.
+shopt -s nullglob; DICTS=("$DATA"/dict*.txt); shopt -u nullglob
+
+# step NAME OUTPUT COMMAND... : run COMMAND unless NAME's stamp matches every
+# input it reads (the checkpoint, the sentences, the dictionaries, each file
+# among its arguments, e.g. the dump for bias or a --bpe-model), its options
+# (--max-sentences, ...) and OUTPUT.
 step() {
-  local name="$1" output="$2"; shift 2
+  local name="$1" output="$2" a; shift 2
+  local inputs=("$ckpt" "$src" ${DICTS[@]+"${DICTS[@]}"})
+  for a in "$@"; do [ "$a" = "$output" ] || [ ! -f "$a" ] || inputs+=("$a"); done
   echo "$*" > "$OUT/.$name.options"
-  if step_done "$OUT/.$name.done" "$ckpt" "$src" "$OUT/.$name.options" "$output"; then
+  if step_done "$OUT/.$name.done" "${inputs[@]}" "$OUT/.$name.options" "$output"; then
     log "$name: up to date ($output)"
     return 0
   fi
   log "$name"
+  rm -f "$OUT/.$name.done"
   "$@" || die "$name failed"
-  step_finish "$OUT/.$name.done" "$ckpt" "$src" "$OUT/.$name.options" "$output"
+  step_finish "$OUT/.$name.done" "${inputs[@]}" "$OUT/.$name.options" "$output"
 }
 
 step dump "$OUT/attention.pt" fairseq-local attention dump "${MODEL[@]}" --max-sentences "$N" --out "$OUT/attention.pt"

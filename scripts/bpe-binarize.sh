@@ -39,30 +39,41 @@ for k in "${!tests[@]}"; do
   name=test; [ "$k" = 0 ] || name="test$k"
   case " ${tests[*]} " in *" $name "*) ;; *) die "--splits: test sets must be named test, test1, test2, ... without gaps ('$name' is missing)" ;; esac
 done
+[ -d "$RAW" ] || die "--raw: no folder '$RAW'"
 for split in $SPLITS; do require_parallel "$RAW/$split.$SRC" "$RAW/$split.$TGT"; done
+# OUT may hold RAW (prepare-synthetic.sh: OUT/raw), but is not RAW or inside
+# it, and OUT/bpe, written here, does not hold it.
+check_out_dir "$OUT" "--out"
+[ "$(_abspath "$OUT")" != "$(_abspath "$RAW")" ] || die "--out '$OUT' is the --raw folder: give another output folder"
+check_apart "$OUT/bpe" "$RAW"
 
 BPE="$OUT/bpe"
 WMT_PY="$USER_DIR/data/wmt.py"
 CODES="$BPE/codes"; [ "$SPM" = 0 ] || CODES="$BPE/spm.model"
 mkdir -p "$BPE"
+# Every stamp covers the step's inputs too: the settings (BPE.config), the raw
+# text it reads, and the codes or encoded text.
+settings="$BPE/.settings"
+echo "src=$SRC tgt=$TGT merges=$MERGES sentencepiece=$SPM" > "$settings.new"
+if cmp -s "$settings.new" "$settings"; then rm "$settings.new"; else mv "$settings.new" "$settings"; fi
 if [ "$SPM" = 1 ]; then
-  if ! step_done "$BPE/.spm.done" "$CODES"; then
+  if ! step_done "$BPE/.spm.done" "$settings" "$RAW/train.$SRC" "$RAW/train.$TGT" "$CODES"; then
     log "training a joint SentencePiece model of $MERGES pieces on $RAW/train.{$SRC,$TGT}"
     python "$WMT_PY" spm-train --input "$RAW/train.$SRC" "$RAW/train.$TGT" \
       --vocab-size "$MERGES" --model-prefix "$BPE/spm" --threads "$WORKERS"
-    step_finish "$BPE/.spm.done" "$CODES"
+    step_finish "$BPE/.spm.done" "$settings" "$RAW/train.$SRC" "$RAW/train.$TGT" "$CODES"
   fi
-elif ! step_done "$BPE/.codes.done" "$BPE/codes"; then
+elif ! step_done "$BPE/.codes.done" "$settings" "$RAW/train.$SRC" "$RAW/train.$TGT" "$BPE/codes"; then
   log "learning $MERGES joint BPE merges on $RAW/train.{$SRC,$TGT}"
   subword-nmt learn-joint-bpe-and-vocab --input "$RAW/train.$SRC" "$RAW/train.$TGT" \
     -s "$MERGES" -o "$BPE/codes.tmp" \
     --write-vocabulary "$BPE/vocab.$SRC" "$BPE/vocab.$TGT"
   mv "$BPE/codes.tmp" "$BPE/codes"
-  step_finish "$BPE/.codes.done" "$BPE/codes"
+  step_finish "$BPE/.codes.done" "$settings" "$RAW/train.$SRC" "$RAW/train.$TGT" "$BPE/codes"
 fi
 for split in $SPLITS; do
   for l in "$SRC" "$TGT"; do
-    if ! step_done "$BPE/.$split.$l.done" "$CODES" "$BPE/$split.$l"; then
+    if ! step_done "$BPE/.$split.$l.done" "$CODES" "$RAW/$split.$l" "$BPE/$split.$l"; then
       if [ "$SPM" = 1 ]; then
         log "applying SentencePiece to $split.$l"
         python "$WMT_PY" spm-encode --model "$CODES" "$RAW/$split.$l" "$BPE/$split.$l"
@@ -72,16 +83,17 @@ for split in $SPLITS; do
           --vocabulary-threshold 1 < "$RAW/$split.$l" > "$BPE/$split.$l.tmp"
         mv "$BPE/$split.$l.tmp" "$BPE/$split.$l"
       fi
-      step_finish "$BPE/.$split.$l.done" "$CODES" "$BPE/$split.$l"
+      step_finish "$BPE/.$split.$l.done" "$CODES" "$RAW/$split.$l" "$BPE/$split.$l"
     fi
   done
 done
 
-bin_files=()
+bin_files=() bpe_files=()
 for split in $SPLITS; do
+  for l in "$SRC" "$TGT"; do bpe_files+=("$BPE/$split.$l"); done
   for l in "$SRC" "$TGT"; do bin_files+=("$OUT/$split.$SRC-$TGT.$l.idx"); done
 done
-if ! step_done "$OUT/.binarize.done" "$CODES" "$OUT/dict.$SRC.txt" "${bin_files[@]}"; then
+if ! step_done "$OUT/.binarize.done" "$CODES" "${bpe_files[@]}" "$OUT/dict.$SRC.txt" "${bin_files[@]}"; then
   log "binarising into $OUT"
   prefs=(--trainpref "$BPE/train")
   for split in $SPLITS; do
@@ -101,12 +113,13 @@ if ! step_done "$OUT/.binarize.done" "$CODES" "$OUT/dict.$SRC.txt" "${bin_files[
   fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" "${prefs[@]}" \
     --destdir "$OUT" --joined-dictionary --workers "$WORKERS" > "$OUT/preprocess.out" 2>&1 \
     || { tail -5 "$OUT/preprocess.out" >&2; die "fairseq-preprocess failed (log: $OUT/preprocess.out)"; }
-  step_finish "$OUT/.binarize.done" "$CODES" "$OUT/dict.$SRC.txt" "${bin_files[@]}"
+  step_finish "$OUT/.binarize.done" "$CODES" "${bpe_files[@]}" "$OUT/dict.$SRC.txt" "${bin_files[@]}"
 fi
 
 {
   if [ "$SPM" = 1 ]; then echo "sentencepiece_pieces $MERGES"; else echo "bpe_merges $MERGES"; fi
   echo "dictionary_size $(wc -l < "$OUT/dict.$SRC.txt")"
   for split in $SPLITS; do echo "sentences_$split $(wc -l < "$RAW/$split.$SRC")"; done
-} > "$OUT/summary.txt"
+} > "$OUT/summary.txt.tmp"
+mv "$OUT/summary.txt.tmp" "$OUT/summary.txt"
 log "data ready in $OUT ($(tr '\n' ' ' < "$OUT/summary.txt"))"

@@ -40,6 +40,13 @@ if [ -z "$TASKS" ]; then
   [ -n "$TASKS" ] || die "no task runs (RUNS/TASK/) in '$RUNS'"
 fi
 for TASK in $TASKS; do [ -f "$RUNS/$TASK/$NAME" ] || die "no checkpoint $RUNS/$TASK/$NAME"; done
+# OUT may be inside RUNS (RUNS/eval), but not RUNS itself, a task's run, or
+# the data folders.
+check_out_dir "$OUT" "--out"
+[ "$(_abspath "$OUT")" != "$(_abspath "$RUNS")" ] || die "--out '$OUT' is the --runs folder: give another output folder"
+case "$(_abspath "$RUNS")/" in "$(_abspath "$OUT")"/*) die "--out '$OUT' holds the --runs folder '$RUNS': give another output folder" ;; esac
+for TASK in $TASKS; do check_apart "$OUT" "$RUNS/$TASK"; done
+check_apart "$OUT" "$DATA" "$GLUE"
 mkdir -p "$OUT"
 log "evaluating$(printf ' %s' $TASKS) ($SPLIT) into $OUT"
 # shellcheck disable=SC2086

@@ -83,32 +83,56 @@ done
 [ -f "$DATA/input0/dict.txt" ] && [ -f "$DATA/input0/train.idx" ] \
   || die "no GLUE task data in '$DATA' (expected input0/, label/: run scripts/prepare-glue.sh)"
 [ -z "$CKPT" ] || [ -f "$CKPT" ] || [ "$DRY" = 1 ] || die "no checkpoint '$CKPT'"
+check_out_dir "$SAVE" "--save-dir"
+check_run_dir_apart "$SAVE" "$DATA"
+# fairseq-train writes SAVE_DIR/checkpoint*.pt: the pretrained model is not one of them.
+if [ -n "$CKPT" ] && [ "$(_abspath "$(dirname "$CKPT")")" = "$(_abspath "$SAVE")" ]; then
+  case "$(basename "$CKPT")" in checkpoint*.pt) die "--checkpoint '$CKPT' is in --save-dir '$SAVE', where fine-tuning writes its checkpoints: give another --save-dir" ;; esac
+fi
 # The pretrained model decides the arch, its attention layout and mode, and the
 # positions: fixed-mask archs share their state-dict keys with the all-global
 # one, so a different --arch would load "strictly" and fine-tune other heads.
+# The model's size (layers, widths, heads) comes from the checkpoint too, so
+# that fine-tuning builds the model that was pretrained or converted.
 ATTN=()
 if [ -f "$CKPT" ]; then
-  read -r CK_ARCH CK_POS CK_LAYOUT CK_MODE < <(python - "$CKPT" <<'PY'
+  read -r CK_TASK CK_ARCH CK_POS CK_LAYOUT CK_MODE CK_LAYERS CK_DIM CK_FFN CK_HEADS < <(python - "$CKPT" 2>/dev/null <<'PY'
 import sys
 import torch
 try:
     state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
-    cfg = (state.get("cfg") or {}).get("model") if state.get("cfg") is not None else state.get("args")
+    assert isinstance(state, dict) and "model" in state
+    top = state.get("cfg")
+    cfg = (top or {}).get("model") if top is not None else state.get("args")
     assert cfg is not None
+    task = (top or {}).get("task") if top is not None else state.get("args")
 except Exception:
-    print("! - - -")
+    print("! - - - - - - - -")
     sys.exit(0)
-get = (lambda k: cfg.get(k)) if hasattr(cfg, "get") else (lambda k: getattr(cfg, k, None))
-values = [get("arch") or get("_name"), get("max_positions"), get("attn_layout"), get("mask_mode")]
-print(" ".join(str(v) if v not in (None, "") else "-" for v in values))
+def get(c, k):
+    return c.get(k) if hasattr(c, "get") else getattr(c, k, None)
+task_name = (get(task, "_name") or get(task, "task")) if task is not None else None
+values = [task_name, get(cfg, "arch") or get(cfg, "_name"), get(cfg, "max_positions"), get(cfg, "attn_layout"),
+          get(cfg, "mask_mode"), get(cfg, "encoder_layers"), get(cfg, "encoder_embed_dim"),
+          get(cfg, "encoder_ffn_embed_dim"), get(cfg, "encoder_attention_heads")]
+print(" ".join(str(v).replace(" ", "") if v not in (None, "") else "-" for v in values))
 PY
-)
-  [ "$CK_ARCH" != "!" ] || die "'$CKPT' is not a fairseq checkpoint"
+) || true
+  [ -n "${CK_TASK:-}" ] && [ "$CK_TASK" != "!" ] || die "'$CKPT' is not a fairseq checkpoint"
+  case "$CK_TASK" in
+    masked_lm|sentence_prediction|multilingual_masked_lm|sentence_ranking|-) ;;
+    translation*) die "'$CKPT' is a translation checkpoint (arch $CK_ARCH), not a RoBERTa model" ;;
+    *) die "'$CKPT' is a $CK_TASK checkpoint (arch $CK_ARCH), not a RoBERTa model" ;;
+  esac
   [ -n "$ARCH" ] || ARCH="$CK_ARCH"
   [ "$ARCH" = "$CK_ARCH" ] || die "--arch $ARCH differs from the checkpoint's arch $CK_ARCH (convert it with fairseq-local convert-roberta)"
   [ -n "$MAXPOS" ] || [ "$CK_POS" = - ] || MAXPOS="$CK_POS"
   [ "$CK_LAYOUT" = - ] || ATTN+=(--attn-layout "$CK_LAYOUT")
   [ "$CK_MODE" = - ] || ATTN+=(--mask-mode "$CK_MODE")
+  [ "$CK_LAYERS" = - ] || ATTN+=(--encoder-layers "$CK_LAYERS")
+  [ "$CK_DIM" = - ] || ATTN+=(--encoder-embed-dim "$CK_DIM")
+  [ "$CK_FFN" = - ] || ATTN+=(--encoder-ffn-embed-dim "$CK_FFN")
+  [ "$CK_HEADS" = - ] || ATTN+=(--encoder-attention-heads "$CK_HEADS")
 fi
 ARCH="${ARCH:-roberta_local_base}" MAXPOS="${MAXPOS:-512}"
 TASK="${TASK:-$(basename "${DATA%/}")}"; TASK="${TASK%-bin}"
@@ -179,6 +203,9 @@ else cmd+=(--fp16 --fp16-init-scale 4 --threshold-loss-scale 1 --fp16-scale-wind
 cmd+=(--no-epoch-checkpoints --save-dir "$SAVE" --tensorboard-logdir "$SAVE/tb"
   --log-format simple --log-interval 100 ${ATTN[@]+"${ATTN[@]}"} "$@")
 if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi
+# Resuming SAVE_DIR as another model, or from an unreadable checkpoint, is
+# refused before anything is written.
+if [ -e "$SAVE/checkpoint_last.pt" ]; then check_resume "$SAVE/checkpoint_last.pt" "${cmd[@]:1}"; fi
 if { [ -z "$EPOCHS" ] || [ -n "$MAXUPD" ]; } && [ "$(checkpoint_updates "$SAVE/checkpoint_last.pt")" -ge "$TOTAL" ]; then
   log "skip: $SAVE already at update $TOTAL"; exit 0
 fi

@@ -42,6 +42,24 @@ done
 [ -n "$DATA" ] && [ -n "$CKPT" ] && [ -n "$OUT" ] || die "--data, --checkpoint and --out are required"
 [ -f "$CKPT" ] || die "no checkpoint '$CKPT'"
 [ -z "$REF" ] || [ -f "$REF" ] || die "no reference file '$REF'"
+require_int --beam "$BEAM" 1
+require_int --max-tokens "$MAXTOK" 1
+[[ "$LENPEN" =~ ^-?[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?$ ]] || die "--lenpen must be a number, not '$LENPEN'"
+[[ "$SUBSET" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad --subset '$SUBSET' (a split name such as test, valid or test1)"
+[ -d "$DATA" ] || die "no data folder '$DATA'"
+ls "$DATA/$SUBSET".*.idx > /dev/null 2>&1 || die "no subset '$SUBSET' in '$DATA' (no $SUBSET.*.idx)"
+# Outputs: never the data folder, the checkpoint or the reference.
+check_out_dir "$OUT" "--out"
+check_apart "$OUT" "$DATA"
+for f in "generate-$SUBSET.txt" "generate-$SUBSET.txt.tmp" "$SUBSET.hyp" "$SUBSET.tok.hyp" "$SUBSET.ref" "$SUBSET.bleu.json"; do
+  check_not_same "$OUT/$f" "$CKPT" "$REF"
+done
+info="$(checkpoint_task "$CKPT")"
+read -r CK_TASK CK_ARCH <<< "$info"
+case "$CK_TASK" in
+  translation*|-) ;;
+  *) die "'$CKPT' is a $CK_TASK checkpoint (arch $CK_ARCH), not a translation model" ;;
+esac
 mkdir -p "$OUT"
 
 gen="$OUT/generate-$SUBSET.txt"

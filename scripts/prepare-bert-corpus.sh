@@ -91,6 +91,14 @@ done
 [ -z "$SRCDICT" ] || [ "$BPE" = gpt2 ] || die "--srcdict goes with --bpe gpt2"
 [ -z "$SRCDICT" ] || [ -s "$SRCDICT" ] || die "missing or empty dictionary: $SRCDICT"
 
+# OUT's folders and files, written here, are none of the inputs.
+check_out_dir "$OUT" "--out"
+for d in "$OUT/work" "$OUT/raw" "$OUT/bpe"; do check_apart "$d" "$WIKI" "$BOOKS" "$GPT2_DIR" "$SRCDICT" "$DOWNLOAD"; done
+for f in dict.txt summary.txt preprocess.log {train,valid,test}.{bin,idx}; do
+  check_not_same "$OUT/$f" "$WIKI" "$BOOKS" "$SRCDICT" "${DOWNLOAD:+$DOWNLOAD/enwiki-latest-pages-articles.xml.bz2}"
+done
+[ -z "$DOWNLOAD" ] || check_out_dir "$DOWNLOAD" "--download"
+
 if [ -n "$DOWNLOAD" ]; then  # needs a network; not used by the tests
   mkdir -p "$DOWNLOAD"
   url=https://dumps.wikimedia.org/enwiki/latest/enwiki-latest-pages-articles.xml.bz2

@@ -56,7 +56,13 @@ case "$BPE" in
   none) ;;
   *) die "unknown --bpe '$BPE' (gpt2, sentencepiece or none)" ;;
 esac
+[ "$BPE" = none ] || check_bpe_model "$BPE" "$BPE_MODEL"
 [[ "$WORKERS" =~ ^[1-9][0-9]*$ ]] || die "--workers must be a positive integer, not '$WORKERS'"
+# OUT: not the GLUE folder (nor inside it, nor holding it), and the folders it
+# rewrites (processed/, TASK-bin/) hold none of the inputs.
+check_out_dir "$OUT" "--out"
+check_apart "$OUT" "$GLUE"
+for d in "$OUT/processed" $(for t in $TASKS; do echo "$OUT/$t-bin"; done); do check_apart "$d" "$DICT" "$BPE_MODEL"; done
 
 GLUE_PY=(python "$USER_DIR/data/glue.py")
 # A missing task folder or TSV is reported before any work is done.

@@ -25,6 +25,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+check_out_dir "$OUT" "--out"
 RAW="$OUT/raw"
 raw_files=("$RAW"/{train,valid,test}.{src,tgt} "$RAW"/{train,valid,test}.src.conllu)
 mkdir -p "$RAW"

@@ -98,6 +98,10 @@ for name in "${EXTRA[@]}"; do
   [[ "$name" =~ ^[A-Za-z0-9_.-]+$ ]] || die "bad --extra-test name '$name'"
 done
 
+check_out_dir "$OUT" "--out"
+if [ -n "$RAW_DIR" ]; then check_apart "$OUT" "$RAW_DIR"; else check_apart "$OUT" "$DL"; check_out_dir "$DL" "--download-dir"; fi
+for m in ${MANIFESTS[@]+"${MANIFESTS[@]}"}; do [ -f "$m" ] || die "no manifest '$m'"; check_apart "$OUT" "$m"; done
+
 # --- 1. archives: downloaded (online) or given (--raw-dir) -------------------
 TEST_ARCHIVES=(dev.tgz test-full.tgz)
 [ "${#EXTRA[@]}" = 0 ] || TEST_ARCHIVES+=(wmt19-dev.tgz)

@@ -64,15 +64,19 @@ done
 [ -n "$ARCH" ] || die "missing ARCH: a RoBERTa arch such as roberta_band6 (see --help)"
 [[ "$LENGTHS" =~ ^[0-9]+,[0-9]+$ ]] || die "--lengths must be two lengths 'L1,L2', not '$LENGTHS'"
 LEN1="${LENGTHS%,*}" LEN2="${LENGTHS#*,}"
-for n in "$UPD" "$UPD512" "$BSZ" "$UF" "$WARM" "$MAXPOS"; do
-  [[ "$n" =~ ^[0-9]+$ ]] || die "expected a whole number, got '$n'"
-done
+require_int --updates "$UPD" 1
+require_int --updates-512 "$UPD512" 0
+require_int --batch-size "$BSZ" 1
+require_int --update-freq "$UF" 1
+require_int --warmup "$WARM" 0
+require_int --max-positions "$MAXPOS" 1
 for n in "$LEN1" "$LEN2"; do
   [ "$n" -le "$MAXPOS" ] || die "length $n exceeds --max-positions $MAXPOS (see --lengths)"
 done
-[ "$UPD" -gt 0 ] || die "--updates must be > 0"
 DATA="${DATA:-$FAIRSEQ_LOCAL_ROOT/data-bin/bert-corpus}"
 SAVE="${SAVE:-$FAIRSEQ_LOCAL_ROOT/runs/bert/$ARCH}"
+check_out_dir "$SAVE" "--save-dir"
+check_run_dir_apart "$SAVE" "$DATA"
 [ -f "$DATA/dict.txt" ] || die "no fairseq dictionary '$DATA/dict.txt' (run scripts/prepare-bert-corpus.sh first)"
 require_roberta_archs "$ARCH"
 TOTAL=$((UPD + UPD512))
@@ -96,6 +100,10 @@ phase() {
   fi
   cmd+=("$@")
   if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; return 0; fi
+  # Resuming another model, or an unreadable checkpoint, is refused before
+  # anything is written.
+  local resume; resume="$(resumed_checkpoint "$dir" "${cmd[@]:1}")"
+  [ -z "$resume" ] || check_resume "$resume" "${cmd[@]:1}"
   if [ "$(checkpoint_updates "$dir/checkpoint_last.pt")" -ge "$max" ]; then
     log "skip: $ARCH $name already at update $max ($dir/checkpoint_last.pt)"
     return 0

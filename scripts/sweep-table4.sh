@@ -59,6 +59,8 @@ for task in $TASKS; do
   [ -d "$GLUE_BIN/$task-bin" ] || die "no prepared GLUE task '$GLUE_BIN/$task-bin' (run scripts/prepare-glue.sh)"
 done
 [ -d "$GLUE_DIR" ] || die "no GLUE folder '$GLUE_DIR' (--glue-dir)"
+check_out_dir "$RUNS" "--runs-root"
+check_run_dir_apart "$RUNS" "$CORPUS" "$GLUE_BIN" "$GLUE_DIR"
 # shellcheck disable=SC2086
 require_roberta_archs $CONFIGS
 SCRIPTS="$FAIRSEQ_LOCAL_ROOT/scripts"

@@ -49,6 +49,8 @@ require_pair "$PAIR"
 case "$JOBS" in sequential|slurm) ;; *) die "--jobs must be sequential or slurm, not '$JOBS'" ;; esac
 [ -n "$CONFIGS" ] || die "--configs is empty"
 [ "$JOBS" != slurm ] || GPUS="${GPUS:-1}"
+check_out_dir "$RUNS_ROOT" "--runs-root"
+[ -z "$DATA" ] || check_run_dir_apart "$RUNS_ROOT" "$DATA"
 
 # Every configuration -> its run name (the paper letter, or the arch), checked up front.
 # shellcheck disable=SC2086  # CONFIGS is a list of names

@@ -85,5 +85,5 @@ else
   [ "$GPUS" = 1 ] || extra+=(--distributed-world-size "$GPUS")
 fi
 [ "${#DRY[@]}" = 1 ] || log "WMT'14 $PAIR, config $NAME ($ARCH): $GPUS GPU(s) x $MAXTOK tokens x update-freq $UPDATE_FREQ (effective batch $EFFECTIVE tokens)"
-exec "$FAIRSEQ_LOCAL_ROOT/scripts/train.sh" --data "$DATA" --arch "$ARCH" --save-dir "$SAVE" \
+FAIRSEQ_LOCAL_RESOLVED_ARCH="$ARCH" exec "$FAIRSEQ_LOCAL_ROOT/scripts/train.sh" --data "$DATA" --arch "$ARCH" --save-dir "$SAVE" \
   ${DRY[@]+"${DRY[@]}"} -- "${extra[@]}" "$@"

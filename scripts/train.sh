@@ -3,6 +3,11 @@
 #
 # Usage: scripts/train.sh --data DIR --arch ARCH --save-dir DIR [--dry-run] [-- FAIRSEQ_ARGS...]
 #
+# ARCH is a fairseq arch, a paper letter (a-l) or a configuration name with or
+# without "transformer_" (fairseq-local configs). Resuming SAVE_DIR as another
+# model (other arch, layout or mask options), or from an unreadable
+# checkpoint, is refused before anything is written.
+#
 # Defaults are the training setup of Pande et al. (§5.1): Adam with
 # betas (0.9, 0.997) and eps 1e-9, the inverse-sqrt schedule with 16k warmup
 # updates (peak lr 3.5e-4 = 512^-0.5 * 16000^-0.5, Vaswani et al.'s formula),
@@ -29,6 +34,12 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$DATA" ] && [ -n "$ARCH" ] && [ -n "$SAVE" ] || die "--data, --arch and --save-dir are required"
 [ -f "$DATA/dict.src.txt" ] || ls "$DATA"/dict.*.txt >/dev/null 2>&1 || die "no fairseq dictionary in '$DATA' (run a prepare script first)"
+check_out_dir "$SAVE" "--save-dir"
+check_run_dir_apart "$SAVE" "$DATA"
+# A paper letter or configuration name -> its arch (README, Architectures);
+# an unknown name is one line, not fairseq's usage. (train-wmt14.sh has
+# resolved it already.)
+if [ "${FAIRSEQ_LOCAL_RESOLVED_ARCH:-}" != "$ARCH" ]; then ARCH="$(resolve_arch "$ARCH")"; fi
 
 cmd=(fairseq-train "$DATA" --user-dir "$USER_DIR" --arch "$ARCH"
   --share-all-embeddings
@@ -37,6 +48,10 @@ cmd=(fairseq-train "$DATA" --user-dir "$USER_DIR" --arch "$ARCH"
   --criterion label_smoothed_cross_entropy --label-smoothing 0.1
   --save-dir "$SAVE" --tensorboard-logdir "$SAVE/tb" --log-format simple "$@")
 if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi
+# Resuming another model, or a checkpoint that cannot be read, is refused
+# before command.sh or train.log is touched.
+resume="$(resumed_checkpoint "$SAVE" "${cmd[@]:1}")"
+[ -z "$resume" ] || check_resume "$resume" "${cmd[@]:1}"
 # fairseq-train, re-run on a finished --max-update run, would train one more
 # update: a finished run is left as it is.
 max_update="" prev=""

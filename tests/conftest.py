@@ -103,10 +103,12 @@ def train(data, arch, save, *extra) -> subprocess.CompletedProcess:
 
 
 def checkpoint_params(path):
-    """The model state dict of a fairseq checkpoint."""
+    """The tensors of the model state dict of a fairseq checkpoint (without
+    the encoder's saved signature, ``_extra_state``)."""
     import torch
 
-    return torch.load(path, map_location="cpu", weights_only=False)["model"]
+    state = torch.load(path, map_location="cpu", weights_only=False)["model"]
+    return {k: v for k, v in state.items() if torch.is_tensor(v)}
 
 
 def _free_port() -> int:

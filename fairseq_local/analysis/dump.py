@@ -6,16 +6,20 @@ model's own mask mode.  :func:`analysed_batches` is the batched, eval-mode
 pass that every analysis shares.
 """
 
+import sys
+import zipfile
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 from tqdm import tqdm
 
+from ..checkpoint_compat import DUMP_KEYS
 from .model import AnalysisError, AnalysisModel, Capture, Tokenised, batches
 
-RECORD_KEYS = ("tokens", "word_ids", "words", "attn")
+RECORD_KEYS = DUMP_KEYS
 FORMAT = "fairseq-local attention dump v1"
 
 
@@ -45,15 +49,20 @@ def read_sentences(text: Optional[str] = None, conllu: Optional[str] = None):
 def prepare(model: AnalysisModel, sentences, max_len: Optional[int] = None) -> Tuple[List[Item], int]:
     """Tokenise every sentence; those longer than ``max_len`` tokens (default
     and at most the model's maximum positions) are skipped.  Returns the kept
-    items and the number skipped."""
+    items and the number skipped.  Warns (one line on stderr) when most word
+    pieces are unknown to the model's dictionary (the wrong ``--bpe``)."""
     limit = model.max_positions if max_len is None else min(int(max_len), model.max_positions)
-    items, skipped = [], 0
+    items, skipped, tokenised = [], 0, []
     for k, s in enumerate(sentences):
         tok = model.tokenise(s.words)
+        tokenised.append(tok)
         if len(tok.ids) > limit:
             skipped += 1
             continue
         items.append(Item(k, list(s.words), None if s.heads is None else list(s.heads), tok))
+    warning = model.unknown_warning(tokenised)
+    if warning:
+        print(warning, file=sys.stderr)
     return items, skipped
 
 
@@ -94,12 +103,25 @@ def dump_records(model: AnalysisModel, items: Sequence[Item], max_tokens: int = 
 
 
 def save_dump(records: List[dict], path: str) -> None:
-    """``torch.save`` the list of records (atomically)."""
-    import os
+    """``torch.save`` the list of records, atomically (:func:`outputs.save_torch`)."""
+    from ..outputs import save_torch
 
-    tmp = f"{path}.tmp{os.getpid()}"
-    torch.save(records, tmp)
-    os.replace(tmp, path)
+    save_torch(records, path)
+
+
+def is_dump(path: Path) -> bool:
+    """Whether ``path`` holds an attention dump (a previous output of
+    ``attention dump``, which it may replace): a non-empty list of records
+    with :data:`RECORD_KEYS`.  Loaded with ``weights_only`` and tensors
+    memory-mapped, so nothing large is read and nothing is unpickled."""
+    try:
+        if not zipfile.is_zipfile(path):
+            return False
+        records = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+    except Exception:
+        return False
+    return isinstance(records, list) and bool(records) and all(
+        isinstance(r, dict) and all(k in r for k in RECORD_KEYS) for r in records)
 
 
 def load_dump(path: str) -> List[dict]:

@@ -40,9 +40,13 @@ def _array(nested) -> np.ndarray:
 
 
 def _save(fig: Figure, path: PathLike) -> Path:
+    """Write ``fig`` to ``path`` atomically (:func:`~fairseq_local.outputs.save_figure`),
+    creating its folder if needed; returns the path."""
+    from ..outputs import save_figure
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=150, bbox_inches="tight")
+    save_figure(fig, path, dpi=150, bbox_inches="tight")
     return path
 
 

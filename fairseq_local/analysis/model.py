@@ -112,7 +112,8 @@ class AnalysisModel:
         tokeniser: how words become dictionary symbols.
     """
 
-    def __init__(self, model: torch.nn.Module, dictionary, tokeniser: WordTokeniser, name: str = "model") -> None:
+    def __init__(self, model: torch.nn.Module, dictionary, tokeniser: WordTokeniser, name: str = "model",
+                 bpe: str = "the tokeniser") -> None:
         from ..models.transformer import local_encoder
         from ..modules.attention import LocalMultiheadAttention
 
@@ -126,6 +127,7 @@ class AnalysisModel:
         self.roberta = hasattr(getattr(model, "encoder", None), "sentence_encoder")
         self.dictionary = dictionary
         self.tokeniser = tokeniser
+        self.bpe = bpe
         self.max_positions = int(self.encoder.max_positions())
 
     @property
@@ -148,10 +150,15 @@ class AnalysisModel:
         one in ``data/bpe``)."""
         from fairseq import checkpoint_utils
 
-        from ..checkpoint_compat import enable_fairseq_checkpoint_loading
+        from ..checkpoint_compat import check_checkpoint_file, enable_fairseq_checkpoint_loading
+        from ..errors import InputError
 
         if not os.path.isfile(path):
             raise AnalysisError(f"no checkpoint '{path}'")
+        try:  # a dump, a mask file, a truncated file: say so before fairseq tries
+            check_checkpoint_file(path)
+        except InputError as e:
+            raise AnalysisError(str(e)) from None
         enable_fairseq_checkpoint_loading()
         logging.getLogger("fairseq").setLevel(logging.WARNING)
         warnings.filterwarnings("ignore", message=".*pin_memory.*")
@@ -162,13 +169,16 @@ class AnalysisModel:
             raise AnalysisError(f"cannot load '{path}' (with data '{data or 'from the checkpoint'}'): "
                                 f"{str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
         data = data or getattr(cfg.task, "data", None) or ""
+        label = f"--bpe {bpe}"
         if bpe == "auto":
             bpe, bpe_model = find_tokeniser(data) if bpe_model is None else (_guess_kind(bpe_model), bpe_model)
+            label = f"--bpe auto ({bpe} from '{bpe_model}')"
         model = models[0]
         if not cpu and torch.cuda.is_available():
             model = model.cuda()
         lang = getattr(cfg.task, "source_lang", None)
-        return cls(model, task.source_dictionary, word_tokeniser(bpe, bpe_model, lang), name=path)
+        return cls(model, task.source_dictionary, word_tokeniser(bpe, bpe_model, lang), name=path,
+                   bpe=label)
 
     def tokenise(self, words: Sequence[str]) -> Tokenised:
         """Words -> model input, with ``<s>`` first for RoBERTa and ``</s>`` last."""
@@ -181,6 +191,22 @@ class AnalysisModel:
                 ids.append(d.index(symbol)), tokens.append(shown), word_ids.append(w)
         ids.append(d.eos()), tokens.append(d[d.eos()]), word_ids.append(-1)
         return Tokenised(ids, tokens, word_ids)
+
+    def unknown_share(self, sentences: Sequence[Tokenised]) -> float:
+        """The share of the word pieces (special tokens aside) of ``sentences``
+        that the dictionary does not know (``<unk>``); 0 without pieces."""
+        unk = self.dictionary.unk()
+        pieces = [i for s in sentences for i, w in zip(s.ids, s.word_ids) if w >= 0]
+        return sum(i == unk for i in pieces) / len(pieces) if pieces else 0.0
+
+    def unknown_warning(self, sentences: Sequence[Tokenised], limit: float = 0.5) -> Optional[str]:
+        """A one-line warning when more than ``limit`` of the pieces of
+        ``sentences`` are ``<unk>`` (the wrong ``--bpe`` for this model), else None."""
+        share = self.unknown_share(sentences)
+        if share <= limit:
+            return None
+        return (f"warning: {100 * share:.0f}% of the BPE pieces are not in the model's dictionary: "
+                f"is {self.bpe} the BPE the model was trained with?")
 
     def collate(self, sentences: Sequence[Tokenised]) -> Tuple[Tensor, Tensor]:
         """Right-padded ``src_tokens`` (B, T) and ``src_lengths`` (B,)."""

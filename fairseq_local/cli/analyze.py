@@ -5,8 +5,11 @@ import argparse
 import json
 import os
 import sys
-from typing import List, Optional
+from pathlib import Path
+from typing import Callable, List, Optional, Sequence
 
+from .. import outputs
+from ..outputs import Output, OutputError
 from .attention import add_model_args, load_inputs, report_skipped
 from .common import command_parser
 
@@ -33,15 +36,62 @@ hta --path CKPT (--text|--conllu) FILE --out DIR
 
 
 def _write_json(obj: dict, path: str) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"
-    with open(tmp, "w") as f:
-        json.dump(obj, f, indent=1)
-    os.replace(tmp, path)
+    outputs.write_text(path, json.dumps(obj, indent=1))
 
 
 def _write_text(text: str, path: str) -> None:
-    with open(path, "w") as f:
-        f.write(text if text.endswith("\n") else text + "\n")
+    outputs.write_text(path, text if text.endswith("\n") else text + "\n")
+
+
+def json_with(*keys: str) -> Callable[[Path], bool]:
+    """``ours`` for a JSON object holding ``keys`` (a previous analysis result)."""
+    def ours(path: Path) -> bool:
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(obj, dict) and all(k in obj for k in keys)
+    return ours
+
+
+def check_output_folder(folder: str, files: Sequence[Output], inputs: Sequence[str] = (),
+                        force: bool = False, what: str = "output folder") -> None:
+    """Check a command's output folder and the files it will write there
+    (:func:`outputs.check_outputs`) before anything is written.  A missing
+    folder (or sub-folder) is fine if it can be created: its nearest existing
+    ancestor must be a writable folder."""
+    path = Path(folder)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"cannot write the {what} '{folder}': it is a file, not a folder")
+    present = []
+    for out in files:
+        parent = Path(out.path).parent
+        if parent.is_dir():
+            present.append(out)
+            continue
+        ancestor = parent.absolute()
+        while not ancestor.exists() and ancestor != ancestor.parent:
+            ancestor = ancestor.parent
+        if not ancestor.is_dir():
+            raise OutputError(f"cannot create the {what} '{parent}': '{ancestor}' is a file, not a folder")
+        outputs.check_folder(ancestor, what)
+    outputs.check_outputs(present, inputs=[i for i in inputs if i], force=force)
+
+
+def analysis_outputs(args: argparse.Namespace) -> List[Output]:
+    """Every file ``analyze bias|sensitivity|hta`` may write into ``--out``."""
+    out = args.out
+    if args.action == "bias":
+        jsons, pngs = ("bias", ("local", "syntactic")), ["bias_thresholds", "bias_heads"]
+    elif args.action == "sensitivity":
+        jsons, pngs = ("sensitivity", ("local", "unrelated")), ["sensitivity"]
+    else:
+        kinds = ["previous"] + ([] if args.no_input else ["input"]) + ["attention", "contribution", "centres"]
+        jsons, pngs = ("hta", ("pearson_previous", "offsets")), [f"hta_{k}" for k in kinds]
+    name, keys = jsons
+    files = [Output(os.path.join(out, f"{name}.json"), f"{name} result (JSON)", json_with(*keys)),
+             Output(os.path.join(out, f"{name}.md"), f"{name} table", outputs.text_starting("| layer |"))]
+    return files + [Output(os.path.join(out, f"{p}.png"), "figure", outputs.is_png) for p in pngs]
 
 
 def run_bias(args: argparse.Namespace) -> List[str]:
@@ -52,6 +102,7 @@ def run_bias(args: argparse.Namespace) -> List[str]:
     records = load_dump(args.dump)
     scores = bias_scores(records, progress=not args.quiet)
     out = args.out
+    os.makedirs(out, exist_ok=True)
     _write_json(scores, os.path.join(out, "bias.json"))
     _write_text(bias_table(scores, args.threshold), os.path.join(out, "bias.md"))
     plot_bias_thresholds(scores, os.path.join(out, "bias_thresholds.png"))
@@ -81,6 +132,7 @@ def run_sensitivity(args: argparse.Namespace) -> List[str]:
     for k in sorted(gammas):  # in input order
         acc.add(*gammas[k])
     result = acc.result()
+    os.makedirs(args.out, exist_ok=True)
     _write_json(result, os.path.join(args.out, "sensitivity.json"))
     _write_text(sensitivity_table(result), os.path.join(args.out, "sensitivity.md"))
     plot_sensitivity(result, os.path.join(args.out, "sensitivity.png"))
@@ -124,6 +176,7 @@ def run_hta(args: argparse.Namespace) -> List[str]:
     result = stats.result()
     result["skipped"] = skipped
     out = args.out
+    os.makedirs(out, exist_ok=True)
     _write_json(result, os.path.join(out, "hta.json"))
     _write_text(hta_table(result), os.path.join(out, "hta.md"))
     figures = [str(p) for p in plot_correlations(result, os.path.join(out, "hta"))]
@@ -151,38 +204,75 @@ def _share_above(values, threshold: float) -> Optional[float]:
     return sum(v is not None and v > threshold for v in heads) / len(heads) if heads else None
 
 
-COLUMNS = ("model", "heads", "locality", "loc > 3", "syntactic", "syn > 3", "γ local", "γ syntactic",
-           "γ unrelated", "r prev", "r input", "attn centre", "contrib centre")
+def columns(threshold: float = 3.0) -> List[str]:
+    """The summary table's columns; the share columns name ``threshold``."""
+    return ["model", "heads", "locality", f"loc > {threshold:g}", "syntactic", f"syn > {threshold:g}", "γ local",
+            "γ syntactic", "γ unrelated", "r prev", "r input", "attn centre", "contrib centre"]
+
+
+COLUMNS = tuple(columns())
+RESULTS = ("bias", "sensitivity", "hta")
+
+
+def summary_inputs(dirs: Sequence[str]) -> List[str]:
+    """The JSON files ``analyze table`` reads (those that exist)."""
+    return [p for d in dirs for p in (os.path.join(d, f"{n}.json") for n in RESULTS) if os.path.isfile(p)]
+
+
+def _cells(path: str, obj: dict, spec: Sequence[tuple], threshold: float) -> List[str]:
+    """The table cells of one result file: ``spec`` is (key, "mean" or
+    "share", format) per cell; a value of the wrong shape is an InputError
+    naming the file."""
+    from ..errors import InputError
+
+    out = []
+    try:
+        for key, how, fmt in spec:
+            v = _mean(obj.get(key)) if how == "mean" else _share_above(obj.get(key), threshold)
+            out.append("-" if v is None else fmt.format(v))
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as e:
+        raise InputError(f"'{path}' is not a result of fairseq-local analyze: its '{key}' is not a "
+                         f"list of numbers per layer ({type(e).__name__})") from None
+    return out
+
+
+SPECS = {
+    "bias": [("local", "mean", "{:.3f}"), ("local", "share", "{:.0%}"), ("syntactic", "mean", "{:.3f}"),
+             ("syntactic", "share", "{:.0%}")],
+    "sensitivity": [("local", "mean", "{:.4f}"), ("syntactic", "mean", "{:.4f}"), ("unrelated", "mean", "{:.4f}")],
+    "hta": [("pearson_previous", "mean", "{:.3f}"), ("pearson_input", "mean", "{:.3f}"),
+            ("attention_centre", "mean", "{:+.2f}"), ("contribution_centre", "mean", "{:+.2f}")],
+}
 
 
 def summary_table(dirs: List[str], threshold: float = 3.0) -> str:
     """One Markdown row per analysis folder: means over layers and heads (bias,
-    HTA) or over layers and sentences (gamma); "-" where a file or value is missing."""
-    def load(d: str, name: str) -> dict:
-        path = os.path.join(d, f"{name}.json")
-        if not os.path.isfile(path):
-            return {}
-        with open(path) as f:
-            return json.load(f)
+    HTA) or over layers and sentences (gamma); "-" where a file or value is
+    missing.  A file that is not an analysis result is an InputError naming it."""
+    from ..errors import InputError
+    from .results import read_json_object
 
-    def cell(v, fmt: str = "{:.3f}") -> str:
-        return "-" if v is None else fmt.format(v)
-
-    rows = ["| " + " | ".join(COLUMNS) + " |", "|---|" + "---:|" * (len(COLUMNS) - 1)]
+    cols = columns(threshold)
+    rows = ["| " + " | ".join(cols) + " |", "|---|" + "---:|" * (len(cols) - 1)]
     for d in dirs:
         name = os.path.basename(os.path.normpath(d))
         if name == "analysis":
             name = os.path.basename(os.path.dirname(os.path.normpath(d)))
-        b, s, h = load(d, "bias"), load(d, "sensitivity"), load(d, "hta")
-        local = b.get("local")
-        heads = f"{len(local)}x{len(local[0])}" if local else "-"
-        rows.append("| " + " | ".join([
-            name, heads, cell(_mean(local)), cell(_share_above(local, threshold), "{:.0%}"),
-            cell(_mean(b.get("syntactic"))), cell(_share_above(b.get("syntactic"), threshold), "{:.0%}"),
-            cell(_mean(s.get("local")), "{:.4f}"), cell(_mean(s.get("syntactic")), "{:.4f}"),
-            cell(_mean(s.get("unrelated")), "{:.4f}"), cell(_mean(h.get("pearson_previous"))),
-            cell(_mean(h.get("pearson_input"))), cell(_mean(h.get("attention_centre")), "{:+.2f}"),
-            cell(_mean(h.get("contribution_centre")), "{:+.2f}")]) + " |")
+        cells = {}
+        heads = "-"
+        for result, spec in SPECS.items():
+            path = os.path.join(d, f"{result}.json")
+            obj = read_json_object(Path(path), f"result of fairseq-local analyze {result}") \
+                if os.path.isfile(path) else {}
+            cells[result] = _cells(path, obj, spec, threshold)
+            local = obj.get("local") if result == "bias" else None
+            if local:
+                if not isinstance(local, list) or not isinstance(local[0], list):
+                    raise InputError(f"'{path}' is not a result of fairseq-local analyze: "
+                                     "its 'local' is not a list of scores per layer")
+                heads = f"{len(local)}x{len(local[0])}"
+        b, s, h = cells["bias"], cells["sensitivity"], cells["hta"]
+        rows.append("| " + " | ".join([name, heads, *b, *s, *h]) + " |")
     return "\n".join(rows) + "\n"
 
 
@@ -198,7 +288,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     t = sub.add_parser("table", help="one row per analysis folder")
     t.add_argument("dirs", nargs="+", metavar="DIR", help="folders holding bias/sensitivity/hta.json")
     t.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
-    t.add_argument("--threshold", type=float, default=3.0)
+    t.add_argument("--threshold", type=float, default=3.0, help="score above which a head counts (default 3)")
+    outputs.add_force_option(t)
     t.error = p.error  # type: ignore[method-assign]
     h = sub.add_parser("hta", help="Hidden Token Attribution per head (Pascual et al.)")
     add_model_args(h)
@@ -207,15 +298,16 @@ def main(argv: Optional[List[str]] = None) -> int:
     for q in (b, s, h):
         q.error = p.error  # type: ignore[method-assign]
         q.add_argument("--out", required=True, metavar="DIR", help="folder for the JSON, table and figures")
+        outputs.add_force_option(q)
     args = p.parse_args(argv)
     if args.action == "table":
         missing = [d for d in args.dirs if not os.path.isdir(d)]
         if missing:
             p.exit(1, f"error: no analysis folder '{missing[0]}'\n")
-        try:
-            text = summary_table(args.dirs, args.threshold)
-        except (ValueError, TypeError, KeyError, IndexError) as e:
-            p.exit(1, f"error: not an analysis folder's JSON ({type(e).__name__}: {str(e).splitlines()[0]})\n")
+        if args.markdown:
+            outputs.check_outputs([Output(args.markdown, "Markdown table", outputs.text_starting("| model | heads |"))],
+                                  inputs=summary_inputs(args.dirs), force=args.force)
+        text = summary_table(args.dirs, args.threshold)
         sys.stdout.write(text)
         if args.markdown:
             _write_text(text, args.markdown)
@@ -226,8 +318,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..analysis.model import AnalysisError
     from ..analysis.relations import RecordError
 
+    inputs = [getattr(args, k, None) for k in ("dump", "path", "text", "conllu")]
+    check_output_folder(args.out, analysis_outputs(args), inputs, args.force, "analysis folder")
     try:
-        os.makedirs(args.out, exist_ok=True)
         run = {"bias": run_bias, "sensitivity": run_sensitivity, "hta": run_hta}[args.action]
         written = run(args)
     except (AnalysisError, RecordError, OSError) as e:
@@ -241,4 +334,6 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["analyze", *sys.argv[1:]]))

@@ -4,6 +4,7 @@ import argparse
 import sys
 from typing import List, Optional
 
+from .. import outputs
 from .common import command_parser
 
 DETAILS = """
@@ -64,24 +65,38 @@ def load_inputs(args: argparse.Namespace, max_len: Optional[int] = None):
     return model, items, skipped
 
 
+def model_inputs(args: argparse.Namespace) -> List[str]:
+    """The input files of the model options (:func:`add_model_args`), which
+    no output may replace."""
+    return [f for f in (args.path, args.text, args.conllu, args.bpe_model) if f]
+
+
 def report_skipped(skipped: int, total: int, why: str) -> None:
+    """Say on stderr how many of ``total`` sentences were skipped, and why."""
     if skipped:
         print(f"skipped {skipped} of {total} sentences {why}", file=sys.stderr)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run ``fairseq-local attention``; bad inputs are one ``error:`` line
+    (status 1), bad outputs an OutputError (one line from ``fairseq-local``)."""
     p = command_parser("attention", DETAILS)
     sub = p.add_subparsers(dest="action", required=True, metavar="dump")
     d = sub.add_parser("dump", help="write the attention of every head, per sentence",
                        description="Write the attention of every head, one record per sentence.")
     d.error = p.error  # type: ignore[method-assign]
     add_model_args(d)
-    d.add_argument("--out", required=True, metavar="DUMP.pt")
+    d.add_argument("--out", required=True, metavar="DUMP.pt", help="the dump to write")
+    outputs.add_force_option(d)
     args = p.parse_args(argv)
 
-    from ..analysis.dump import dump_records, save_dump
+    from ..analysis.dump import dump_records, is_dump, save_dump
     from ..analysis.model import AnalysisError
 
+    # before the model is loaded: never over an input, a checkpoint or (without --force) a file
+    # that is not a dump; raises OutputError, one line from fairseq-local
+    outputs.check_outputs([outputs.Output(args.out, "dump", ours=is_dump)],
+                          inputs=model_inputs(args), force=args.force)
     try:
         model, items, skipped = load_inputs(args)
         records = dump_records(model, items, args.max_tokens, progress=not args.quiet)
@@ -94,4 +109,6 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["attention", *sys.argv[1:]]))

@@ -22,18 +22,51 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from ..errors import InputError
+from ..outputs import Output, add_force_option, check_outputs, peek_torch, save_torch
 from .common import command_parser
 
 _SKIP = re.compile(r"^checkpoint_(best|last|avg\d+)\.pt$")
+# Top-level key of an averaged checkpoint: the names of the checkpoints it
+# averages.  It marks the file as this command's output (replaced by a re-run
+# without --force, never itself averaged); fairseq ignores unknown keys.
+MARKER = "averaged_from"
 
 
 def _load(path: Path) -> Dict[str, Any]:
     """A fairseq checkpoint (pickled config objects included), memory-mapped
-    when torch can, so that listing many checkpoints stays cheap."""
+    when torch can, so that listing many checkpoints stays cheap.  Raises
+    :class:`InputError` (one line) for a folder, an unreadable or truncated
+    file, or a torch file that is not a fairseq checkpoint."""
+    if path.is_dir():
+        raise InputError(f"'{path}' is a folder, not a checkpoint: move it out of the run directory")
     try:
-        return torch.load(str(path), map_location="cpu", weights_only=False, mmap=True)
-    except RuntimeError:  # an old, non-zip checkpoint cannot be memory-mapped
-        return torch.load(str(path), map_location="cpu", weights_only=False)
+        try:
+            state = torch.load(str(path), map_location="cpu", weights_only=False, mmap=True)
+        except RuntimeError:  # an old, non-zip checkpoint cannot be memory-mapped
+            state = torch.load(str(path), map_location="cpu", weights_only=False)
+    except Exception as e:  # truncated, not a torch file, unreadable
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise InputError(f"cannot read checkpoint '{path}' (truncated or not a checkpoint?): {first}") from None
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        raise InputError(f"'{path}' is not a fairseq checkpoint (no model state dict)")
+    return state
+
+
+def is_average(path: Path) -> bool:
+    """Whether ``path`` is a checkpoint written by this command (it has :data:`MARKER`)."""
+    obj = peek_torch(path)
+    return isinstance(obj, dict) and "model" in obj and MARKER in obj
+
+
+def _legacy_average(path: Path, run_dir: Path) -> bool:
+    """Whether ``path`` is ``RUN_DIR/checkpoint_avgN.pt``, the name under
+    which scripts/evaluate-wmt14.sh keeps this command's output (also one
+    written before averages carried :data:`MARKER`)."""
+    try:
+        return bool(re.fullmatch(r"checkpoint_avg\d+\.pt", path.name)) and path.parent.samefile(run_dir)
+    except OSError:
+        return False
 
 
 def _num_updates(state: Dict[str, Any]) -> int:
@@ -41,45 +74,68 @@ def _num_updates(state: Dict[str, Any]) -> int:
     return int(history[-1].get("num_updates", 0))
 
 
+def candidates(run_dir: Path) -> List[Path]:
+    """The run's ``checkpoint*.pt`` files that may be averaged, by name only
+    (not best, last or ``checkpoint_avgN.pt``)."""
+    return sorted(p for p in run_dir.glob("checkpoint*.pt") if not _SKIP.search(p.name))
+
+
 def last_checkpoints(run_dir: Path, num: int) -> List[Tuple[int, Path]]:
     """(updates, path) of the ``num`` newest checkpoints of ``run_dir``, newest
-    first. Raises ValueError if there are fewer than ``num``."""
+    first; averages written by this command (:data:`MARKER`) do not count.
+    Raises :class:`InputError` if there are fewer than ``num`` or one cannot be read."""
     found = []
-    for path in run_dir.glob("checkpoint*.pt"):
-        if not _SKIP.search(path.name):
-            found.append((_num_updates(_load(path)), path))
+    for path in candidates(run_dir):
+        state = _load(path)
+        if MARKER not in state:
+            found.append((_num_updates(state), path))
     found.sort(key=lambda item: (item[0], item[1].stat().st_mtime), reverse=True)
     if len(found) < num:
-        raise ValueError(f"cannot average {num} checkpoints: {run_dir} has {len(found)} "
-                         "(checkpoint_best.pt and checkpoint_last.pt do not count)")
+        raise InputError(f"cannot average {num} checkpoints: {run_dir} has {len(found)} "
+                         "(checkpoint_best.pt, checkpoint_last.pt and averages do not count)")
     return found[:num]
 
 
 def average(paths: List[Path]) -> Dict[str, Any]:
-    """The first checkpoint of ``paths`` with its parameters averaged over all."""
+    """The first checkpoint of ``paths`` with its floating-point parameters
+    averaged over all; other tensors and non-tensor entries (a module's
+    ``_extra_state``) are the first's, unchanged.  It carries :data:`MARKER`.
+    Raises :class:`InputError` for checkpoints of different models."""
     newest = _load(paths[0])
+    tensors = {k: v for k, v in newest["model"].items() if isinstance(v, torch.Tensor)}
     sums: "OrderedDict[str, torch.Tensor]" = OrderedDict(
-        (k, v.double().clone()) for k, v in newest["model"].items() if v.is_floating_point())
+        (k, v.double().clone()) for k, v in tensors.items() if v.is_floating_point())
     for path in paths[1:]:
         model = _load(path)["model"]
-        if set(model) != set(newest["model"]):
-            raise ValueError(f"{path} has other parameters than {paths[0]}: not the same model")
+        other = {k: v for k, v in model.items() if isinstance(v, torch.Tensor)}
+        if set(other) != set(tensors):
+            key = sorted(set(other) ^ set(tensors))[0]
+            raise InputError(f"{path} has other parameters than {paths[0]} (e.g. '{key}'): not the same model")
         for key in sums:
-            sums[key] += model[key].double()
+            if other[key].shape != sums[key].shape:
+                raise InputError(f"{path} has '{key}' of shape {tuple(other[key].shape)}, {paths[0]} of shape "
+                                 f"{tuple(sums[key].shape)}: not the same model")
+            sums[key] += other[key].double()
     averaged = OrderedDict()
     for key, value in newest["model"].items():
-        averaged[key] = (sums[key] / len(paths)).to(value.dtype) if key in sums else value.clone()
+        if key in sums:
+            averaged[key] = (sums[key] / len(paths)).to(value.dtype)
+        else:
+            averaged[key] = value.clone() if isinstance(value, torch.Tensor) else value
     newest["model"] = averaged
+    newest[MARKER] = [p.name for p in paths]
     return newest
 
 
 DETAILS = """\
 Averages the N checkpoints of RUN_DIR saved at the most updates
-(checkpoint*.pt other than checkpoint_best.pt, checkpoint_last.pt and
-checkpoint_avgN.pt; Vaswani et al. 2017, §6.1). The output is the newest
-of them with its floating-point parameters replaced by the mean, so
-fairseq-generate reads it as any checkpoint (scripts/evaluate-wmt14.sh
---average N)."""
+(checkpoint*.pt other than checkpoint_best.pt, checkpoint_last.pt,
+checkpoint_avgN.pt and earlier averages; Vaswani et al. 2017, §6.1). The
+output is the newest of them with its floating-point parameters replaced by
+the mean, so fairseq-generate reads it as any checkpoint
+(scripts/evaluate-wmt14.sh --average N). It records the checkpoints it
+averages (key 'averaged_from'); it never replaces one of them, and replaces
+an existing file only if it is an earlier average, or with --force."""
 
 
 def build_parser():
@@ -87,26 +143,32 @@ def build_parser():
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR", help="the run's --save-dir")
     parser.add_argument("--num", type=int, required=True, metavar="N", help="how many of the newest checkpoints")
     parser.add_argument("--output", type=Path, required=True, metavar="FILE", help="the averaged checkpoint")
+    add_force_option(parser)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    """Run ``fairseq-local average``; bad files raise :class:`InputError` or
+    :class:`~fairseq_local.outputs.OutputError` (one line from the CLI)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.num < 1:
         parser.error("--num must be at least 1")
     if not args.run_dir.is_dir():
         parser.error(f"no run directory '{args.run_dir}'")
-    try:
-        chosen = last_checkpoints(args.run_dir, args.num)
-    except ValueError as e:
-        sys.exit(f"error: {e}")
-    print("averaging " + ", ".join(f"{p.name} ({u} updates)" for u, p in chosen), file=sys.stderr)
-    state = average([p for _, p in chosen])
-    tmp = args.output.with_name(args.output.name + ".tmp")
-    torch.save(state, str(tmp))
-    tmp.replace(args.output)
+    output = Output(args.output, "averaged checkpoint", ours=lambda path: is_average(path) or _legacy_average(
+        path, args.run_dir), checkpoint=True)
+    # By name first: the output is never one of the run's checkpoints (not
+    # even one that would not be chosen), unless it is an earlier average.
+    check_outputs([output], inputs=[p for p in candidates(args.run_dir) if not is_average(p)], force=args.force)
+    chosen = last_checkpoints(args.run_dir, args.num)
+    state = average([p for _, p in chosen])  # checks that they are one model before anything is printed
+    print("averaged " + ", ".join(f"{p.name} ({u} updates)" for u, p in chosen) + f" into {args.output}",
+          file=sys.stderr)
+    save_torch(state, args.output)
 
 
 if __name__ == "__main__":
-    main()
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["average", *sys.argv[1:]]))

@@ -7,15 +7,29 @@ table row group, the candidates run round-robin in a shuffled order each
 round after warm-up (:func:`fairseq_local.bench.round_robin`), and the median
 is reported.  The levels are in :mod:`fairseq_local.cli.benchmark_kernels`
 (kernels) and :mod:`fairseq_local.cli.benchmark_models` (train, generate).
+
+Checked before any measurement: ``--markdown`` can be written (an existing
+file is appended to only if it is a text file, never a checkpoint or other
+binary file without ``--force``; each append replaces the file atomically),
+and the kernel sizes fit (:data:`MAX_LENGTH`, :data:`MAX_HEADS`,
+:data:`MAX_HEAD_DIM`, :data:`MAX_BATCH`, and the inputs and weights of a
+row within ``--max-memory`` on the CPU).
 """
 
 import argparse
 import sys
 import warnings
+from pathlib import Path
 from typing import Optional, Sequence
 
 from .common import command_parser
 
+# Kernel sizes beyond which no row can run: the inputs alone of n = 65536 at
+# 12 heads of 64 are 1.1 GiB, and dense attention 200 GiB.
+MAX_LENGTH = 65536
+MAX_HEADS = 1024
+MAX_HEAD_DIM = 1024
+MAX_BATCH = 1024
 LEVELS = ("kernels", "train", "generate")
 IMPLS = ("auto", "dense", "window", "flex")
 DEVICES = ("cpu", "cuda")
@@ -79,9 +93,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="dictionary size of the models of train and generate (default 3000)")
     g.add_argument("--markdown", metavar="FILE", help="also append every table, with its settings, to FILE")
     g.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    g.add_argument("--force", action="store_true",
+                   help="append to an existing --markdown FILE that is not a text file (never a checkpoint)")
     k = p.add_argument_group("kernels")
     k.add_argument("--lengths", type=_positive(int), nargs="+", default=[128, 512, 2048, 4096], metavar="N",
-                   help="sequence lengths n (default 128 512 2048 4096; 16384 is allowed)")
+                   help=f"sequence lengths n, at most {MAX_LENGTH} (default 128 512 2048 4096; 16384 is allowed)")
     k.add_argument("--heads", type=_positive(int, 2), nargs="+", default=[8, 12], metavar="H",
                    help="heads per layer (default 8 12)")
     k.add_argument("--head-dim", type=_positive(int), default=64, metavar="D", help="d_h (default 64)")
@@ -161,10 +177,9 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
     if "train" in args.levels and not (args.nmt_sizes or args.roberta_lengths):
         p.error("train: nothing to measure (give --nmt-sizes or --roberta-lengths)")
     if args.markdown:
-        try:
-            open(args.markdown, "a").close()
-        except OSError as e:
-            p.error(f"--markdown: {e.strerror}: '{args.markdown}'")
+        check_markdown(p, args.markdown, args.force)
+    if "kernels" in args.levels:
+        check_kernel_sizes(p, args)
     if any(n > 512 for n in args.roberta_lengths):
         p.error(f"--roberta-lengths must be at most 512 (RoBERTa's positions), not {max(args.roberta_lengths)}")
     for option, keys in (("--archs", args.archs), ("--learned-archs", args.learned_archs),
@@ -179,7 +194,74 @@ def check_args(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
                 p.error(f"{option}: '{key}' is {'a RoBERTa' if roberta else 'an NMT'} arch")
 
 
+def is_text(path: Path) -> bool:
+    """Whether ``path`` is a UTF-8 text file (an earlier --markdown file, or
+    notes the tables are appended to); reads its first 64 KiB only."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(1 << 16)
+    except OSError:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if e.start < len(head) - 3:  # not just a character cut at the 64 KiB boundary
+            return False
+    return b"\0" not in head
+
+
+def check_markdown(p: argparse.ArgumentParser, markdown: str, force: bool) -> None:
+    """One ``error:`` line, before any measurement and with nothing written,
+    unless ``markdown`` can be appended to (see the module docstring)."""
+    from ..outputs import Output, OutputError, check_outputs
+
+    path = Path(markdown)
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.exists():
+        p.error(f"--markdown: No such file or directory: folder '{folder}' does not exist")
+    try:
+        check_outputs([Output(path, "Markdown file", ours=is_text)], force=force)
+    except (OutputError, OSError) as e:
+        p.error(f"--markdown: {e}")
+
+
+def kernel_bytes(args: argparse.Namespace, n: int, heads: int) -> int:
+    """Bytes of the inputs, gradients and weights of one kernel row (before
+    any attention runs): x and its gradient, q/k/v and theirs, and the
+    projections of the layers compared."""
+    elem = 4 if args.dtype == "fp32" else 2
+    d = heads * args.head_dim
+    activations = 2 * n * args.batch * d + 4 * args.batch * heads * n * args.head_dim
+    weights = 4 * d * d * (2 + len(args.impls))
+    return elem * (activations + weights)
+
+
+def check_kernel_sizes(p: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """One ``error:`` line, before any measurement, for kernel sizes that no
+    row could run (the explicit maxima, and on the CPU --max-memory)."""
+    for option, values, limit in (("--lengths", args.lengths, MAX_LENGTH), ("--heads", args.heads, MAX_HEADS),
+                                  ("--head-dim", [args.head_dim], MAX_HEAD_DIM), ("--batch", [args.batch], MAX_BATCH)):
+        if max(values) > limit:
+            p.error(f"argument {option}: must be at most {limit}, not {max(values)}")
+    if args.device == "cpu" and args.max_memory > 0:
+        n, heads = max(args.lengths), max(args.heads)
+        need = kernel_bytes(args, n, heads) / 2 ** 30
+        if need > args.max_memory:
+            p.error(f"--lengths {n} with --heads {heads}, --head-dim {args.head_dim} and --batch {args.batch}: "
+                    f"the inputs and weights alone take {need:.1f} GiB, above --max-memory {args.max_memory:g} GiB")
+
+
+def append_markdown(path: str, text: str) -> None:
+    """Append ``text`` and a blank line to ``path``, replacing it atomically."""
+    from ..outputs import atomic_path
+
+    old = Path(path).read_bytes() if Path(path).exists() else b""
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(old + (text + "\n\n").encode("utf-8"))
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    """Run ``fairseq-local benchmark``; bad options are one ``error:`` line."""
     p = build_parser()
     args = p.parse_args(argv)
     check_args(p, args)
@@ -199,12 +281,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                 text = runners[level](args)
             print(("\n" if i else "") + text, flush=True)
             if args.markdown:
-                with open(args.markdown, "a") as f:
-                    f.write(text + "\n\n")
+                append_markdown(args.markdown, text)
     finally:
         torch.set_num_threads(threads)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["benchmark", *sys.argv[1:]]))

@@ -102,4 +102,6 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["configs", *sys.argv[1:]]))

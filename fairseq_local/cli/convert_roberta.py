@@ -35,6 +35,10 @@ fairseq checkpoint of a roberta_local arch:
     fresh initialisation.
   * Loading is strict: a stock tensor the new model has no place for, or a
     tensor of the new model that the input lacks, is an error.
+  * OUT.pt records IN.pt's name (key 'converted_from'). An existing OUT.pt
+    is replaced only if it is an earlier output of this command, or with
+    --force; OUT.pt is written atomically (an interrupted run leaves it as
+    it was).
 
 With an all-global layout (roberta_local_base, the default layout) the
 converted model computes the stock model's outputs. Fine-tune it with
@@ -62,6 +66,7 @@ def roberta_local_archs() -> List[str]:
 def build_parser():
     from ..models.convert import TIE_INITS
     from ..modules.options import add_attention_args
+    from ..outputs import add_force_option
 
     parser = command_parser("convert-roberta", DETAILS, EPILOG)
     parser.add_argument("input", metavar="IN.pt", help="a stock fairseq RoBERTa checkpoint")
@@ -71,23 +76,29 @@ def build_parser():
     parser.add_argument("--tie-init", choices=TIE_INITS, default="first",
                         help="initial Wq/Wk of a Q/K group shared by several heads: the first member "
                              "head's (default) or the mean of the members'")
+    add_force_option(parser)
     group = parser.add_argument_group("attention options (as in fairseq-train; default: the arch's)")
     add_attention_args(group)
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Run ``fairseq-local convert-roberta``; every bad input or output is one
+    ``error:`` line (exit status 2) and leaves OUT.pt as it was."""
     from ..errors import user_errors
-    from ..models.convert import convert_checkpoint
+    from ..models.convert import convert_checkpoint, is_converted
     from ..modules.options import OPTION_NAMES
+    from ..outputs import Output, check_outputs
 
     parser = build_parser()
     args = parser.parse_args(argv)
-    out_dir = os.path.dirname(os.path.abspath(args.output))
-    if not os.path.isdir(out_dir):
-        parser.error(f"the folder of '{args.output}' does not exist")
     if os.path.exists(args.output) and os.path.exists(args.input) and os.path.samefile(args.input, args.output):
         parser.error("OUT.pt must not be IN.pt")
+    try:  # before the slow work: OUT.pt is writable and replaces nothing of the user's
+        check_outputs([Output(args.output, "converted checkpoint", ours=is_converted, checkpoint=True)],
+                      inputs=[args.input], force=args.force)
+    except (OSError, ValueError) as e:
+        parser.error(str(e).splitlines()[0] if str(e) else type(e).__name__)
     attention = {name: getattr(args, name, None) for name in OPTION_NAMES}
     try:
         summary = convert_checkpoint(args.input, args.output, args.arch, attention, args.tie_init)
@@ -102,4 +113,6 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["convert-roberta", *sys.argv[1:]]))

@@ -36,7 +36,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import torch
 
-from ..checkpoint_compat import encoder_layers_prefix, read_checkpoint
+from .. import outputs
+from ..checkpoint_compat import encoder_layers_prefix, local_layout, read_checkpoint
 from ..modules import DamMask
 from ..modules.layout import HeadSpec, LayerSpec, LayoutError, format_layout, parse_layout
 from ..modules.learned import DamSpec
@@ -196,8 +197,9 @@ def stage2_layout(layout: Sequence[LayerSpec]) -> str:
         for l, layer in enumerate(layout)))
 
 
-def draw(masks: Dict[str, dict], path: str, title: str) -> None:
-    """One heatmap per exported head: layers as rows, heads as columns."""
+def figure(masks: Dict[str, dict], title: str):
+    """A matplotlib figure of one heatmap per exported head: layers as rows,
+    heads as columns."""
     import logging
 
     logging.getLogger("matplotlib").setLevel(logging.WARNING)
@@ -221,11 +223,37 @@ def draw(masks: Dict[str, dict], path: str, title: str) -> None:
         ax.set_title(f"L{l + 1} H{h + 1}  {100 * m.float().mean():.0f}%", fontsize=7)
     fig.suptitle(f"{title}; black = allowed, % = share allowed", fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    return fig
+
+
+def draw(masks: Dict[str, dict], path: str, title: str) -> None:
+    """Draw :func:`figure` into ``path`` (atomically)."""
+    import matplotlib.pyplot as plt
+
+    fig = figure(masks, title)
+    try:
+        outputs.save_figure(fig, path, dpi=120)
+    finally:
+        plt.close(fig)
+
+
+def write(args, data: dict) -> None:
+    """Write the mask file ``data`` to ``--out`` and, with ``--png``, its
+    figure (drawn before either file is written), each atomically."""
+    fig = figure(data["masks"], f"{args.checkpoint} ({data['method']})") if args.png else None
+    try:
+        outputs.save_torch(data, args.out)
+        if fig is not None:
+            outputs.save_figure(fig, args.png, dpi=120)
+    finally:
+        if fig is not None:
+            import matplotlib.pyplot as plt
+
+            plt.close(fig)
 
 
 def build_parser():
+    """The parser of ``fairseq-local export``."""
     parser = command_parser("export", DETAILS)
     parser.add_argument("checkpoint", help="a checkpoint with dam-u/dam-s heads")
     parser.add_argument("--out", required=True, metavar="FILE", help="mask file to write (.pt)")
@@ -238,10 +266,24 @@ def build_parser():
                              "entries per head as --prune does, at random (seed SEED)")
     parser.add_argument("--n", type=int, metavar="N",
                         help="sentence length of the exported masks (default: the masks' maximum length)")
+    outputs.add_force_option(parser)
     return parser
 
 
+def check_outputs(args) -> None:
+    """Check the mask file and the figure before anything is written: neither
+    may be the checkpoint, replace a checkpoint, or (without --force) replace
+    a file that export did not write; raises OutputError."""
+    wanted = [outputs.Output(args.out, "mask file", ours=outputs.torch_format(MASK_FILE_FORMAT))]
+    if args.png:
+        wanted.append(outputs.Output(args.png, "figure", ours=outputs.is_png))
+    outputs.check_outputs(wanted, inputs=[args.checkpoint], force=args.force)
+
+
 def main(argv: Optional[List[str]] = None) -> None:
+    """Run ``fairseq-local export``; bad options and checkpoints exit with
+    status 2, bad outputs raise OutputError (one line, status 1, from
+    ``fairseq-local``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.prune is not None and not 0 <= args.prune < 100:
@@ -252,8 +294,10 @@ def main(argv: Optional[List[str]] = None) -> None:
         parser.error(f"--prune-random must be a seed >= 0, not {args.prune_random}")
     if args.n is not None and args.n < 1:
         parser.error(f"--n must be >= 1, not {args.n}")
+    check_outputs(args)
     try:
         model_cfg, state_dict = read_checkpoint(args.checkpoint)
+        local_layout(args.checkpoint, model_cfg, "dam-u/dam-s heads")
         masks = dam_masks(model_cfg, state_dict)
         if not masks:
             raise ValueError(f"'{args.checkpoint}' has no dam-u/dam-s heads "
@@ -263,10 +307,8 @@ def main(argv: Optional[List[str]] = None) -> None:
         parser.error(str(e))
     layout = stage2_layout(parse_layout(model_cfg["attn_layout"]))
     method = method_name(args.prune, args.prune_random)
-    torch.save({"format": MASK_FILE_FORMAT, "masks": exported, "layout": layout,
-                "checkpoint": args.checkpoint, "method": method}, args.out)
-    if args.png:
-        draw(exported, args.png, f"{args.checkpoint} ({method})")
+    write(args, {"format": MASK_FILE_FORMAT, "masks": exported, "layout": layout,
+                 "checkpoint": args.checkpoint, "method": method})
     n = next(iter(exported.values()))["matrix"].shape[0]
     density = sum(float(e["matrix"].float().mean()) for e in exported.values()) / len(exported)
     print(f"wrote {len(exported)} masks ({method}, mean density {100 * density:.1f}% at n={n}) to {args.out}")
@@ -281,4 +323,6 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["export", *sys.argv[1:]]))

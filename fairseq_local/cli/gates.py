@@ -11,7 +11,7 @@ open heads per layer and in total.
 import sys
 from typing import List, Optional
 
-from ..checkpoint_compat import encoder_layers_prefix, read_checkpoint
+from ..checkpoint_compat import encoder_layers_prefix, local_layout, read_checkpoint
 from ..modules import HeadGates
 from ..modules.layout import LayoutError, parse_layout
 from .common import command_parser
@@ -39,7 +39,11 @@ def gate_table(model_cfg: dict, state_dict) -> List[dict]:
             raise ValueError(f"checkpoint has no '{key}'")
         gates = HeadGates(len(layer.gated_heads), beta=model_cfg.get("gate_beta") or 2 / 3,
                           gamma=model_cfg.get("gate_gamma") or -0.1, zeta=model_cfg.get("gate_zeta") or 1.1)
-        gates.log_alpha.data.copy_(state_dict[key].float())
+        value = state_dict[key]
+        if tuple(value.shape) != tuple(gates.log_alpha.shape):
+            raise ValueError(f"checkpoint's '{key}' has shape {tuple(value.shape)}, but layer {l + 1} has "
+                             f"{len(layer.gated_heads)} gated heads")
+        gates.log_alpha.data.copy_(value.float())
         values, p_open = gates.eval_values().detach(), gates.l0().detach()
         for k, h in enumerate(layer.gated_heads):
             rows.append({"layer": l + 1, "head": h + 1, "gate": float(values[k]),
@@ -48,16 +52,21 @@ def gate_table(model_cfg: dict, state_dict) -> List[dict]:
 
 
 def build_parser():
+    """The parser of ``fairseq-local gates``."""
     parser = command_parser("gates", DETAILS)
     parser.add_argument("checkpoint", help="a checkpoint with gated heads")
     return parser
 
 
 def main(argv: Optional[List[str]] = None) -> None:
+    """Run ``fairseq-local gates``: print the table (it writes no file); a bad
+    checkpoint is one ``error:`` line, exit status 2."""
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        rows = gate_table(*read_checkpoint(args.checkpoint))
+        model_cfg, state_dict = read_checkpoint(args.checkpoint)
+        local_layout(args.checkpoint, model_cfg, "gated heads")
+        rows = gate_table(model_cfg, state_dict)
     except (FileNotFoundError, ValueError, LayoutError) as e:
         parser.error(str(e))
     if not rows:
@@ -72,4 +81,6 @@ def main(argv: Optional[List[str]] = None) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["gates", *sys.argv[1:]]))

@@ -10,12 +10,16 @@ standard metric (scikit-learn / scipy).  ``table`` collects the metric files
 of several tasks into one Markdown table.
 """
 
+import argparse
 import json
 import os
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from ..data.glue import TASKS, GlueError, extract, task as glue_task
+from .. import outputs
+from ..data.glue import DIAGNOSTIC, TASKS, GlueError, extract, task as glue_task
+from ..outputs import Output
 from .common import command_parser
 
 DETAILS = """\
@@ -59,6 +63,108 @@ def compute_metrics(name: str, gold: Sequence, pred: Sequence) -> Dict[str, floa
     return out
 
 
+def positive_int(text: str) -> int:
+    """argparse type: an integer of at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {value}")
+    return value
+
+
+def _section(state: Dict[str, Any], name: str) -> Dict[str, Any]:
+    """The ``cfg.NAME`` options of a checkpoint as a dict (the legacy ``args``
+    namespace for old checkpoints), ``{}`` if absent."""
+    cfg = state.get("cfg")
+    sec = cfg.get(name) if isinstance(cfg, dict) else getattr(cfg, name, None)
+    if sec is None and state.get("args") is not None:
+        sec = state["args"]
+    if sec is None:
+        return {}
+    if isinstance(sec, dict):
+        return sec
+    if hasattr(sec, "keys"):
+        return {k: sec[k] for k in sec.keys()}
+    return dict(vars(sec))
+
+
+def finetuned_task(checkpoint: str) -> Tuple[Optional[str], Dict[str, Any]]:
+    """(the GLUE task ``checkpoint`` was fine-tuned on, or None if its data
+    folder is not a TASK-bin one; facts read from it), refusing a file that is
+    not a fine-tuned sentence_prediction checkpoint: a translation model, or a
+    pretrained/converted RoBERTa with no classification head.  Reads no tensor data."""
+    if not os.path.isfile(checkpoint):
+        raise GlueError(f"no checkpoint '{checkpoint}'")
+    state = outputs.peek_torch(Path(checkpoint))
+    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
+        raise GlueError(f"'{checkpoint}' is not a fairseq checkpoint (truncated, or not a torch file)")
+    task_cfg, model_cfg = _section(state, "task"), _section(state, "model")
+    task_name = str(task_cfg.get("_name") or task_cfg.get("task") or "?")
+    arch = model_cfg.get("arch") or model_cfg.get("_name") or "?"
+    keys = list(state["model"])
+    if task_name.startswith("translation") or (any(k.startswith("decoder.layers.") for k in keys)
+                                               and not any(k.startswith("classification_heads.") for k in keys)):
+        raise GlueError(f"'{checkpoint}' is a translation checkpoint (arch {arch}), not a fine-tuned RoBERTa")
+    heads: Dict[str, int] = {}
+    for k in keys:
+        if k.startswith("classification_heads.") and k.endswith(".out_proj.weight"):
+            heads[k[len("classification_heads."):-len(".out_proj.weight")]] = int(state["model"][k].shape[0])
+    if task_name != "sentence_prediction" or not heads:
+        raise GlueError(f"'{checkpoint}' has no classification head: it was not fine-tuned on a GLUE task "
+                        f"(task {task_name}, arch {arch}; fine-tune it with scripts/finetune-glue.sh)")
+    data = str(task_cfg.get("data") or "")
+    base = os.path.basename(os.path.normpath(data)) if data else ""
+    trained = base[:-len("-bin")] if base.endswith("-bin") and base[:-len("-bin")] in TASKS else None
+    head = _section(state, "criterion").get("classification_head_name") or "sentence_classification_head"
+    classes = heads.get(head, task_cfg.get("num_classes"))
+    return trained, {"data": data, "arch": arch, "num_classes": classes}
+
+
+def check_checkpoint_task(name: str, checkpoint: str) -> None:
+    """A GlueError unless ``checkpoint`` is a model fine-tuned on task ``name``
+    (its data folder NAME-bin; for other folders, a head of the task's size)."""
+    trained, facts = finetuned_task(checkpoint)
+    if trained is not None and trained != name:
+        raise GlueError(f"'{checkpoint}' was fine-tuned on {trained} (data '{facts['data']}'), "
+                        f"not on {name} (--task {name})")
+    want = glue_task(name).num_classes
+    if trained is None and facts["num_classes"] not in (None, want):
+        raise GlueError(f"'{checkpoint}' has a {facts['num_classes']}-class head (data '{facts['data']}'), "
+                        f"but {name} (--task {name}) has {want}")
+
+
+def task_data(name: str, data: str) -> str:
+    """The TASK-bin folder of task ``name``: ``data`` itself or ``data/NAME-bin``
+    (a GlueError if it holds no prepared data)."""
+    if not os.path.isdir(os.path.join(data, "input0")) and os.path.isdir(os.path.join(data, f"{name}-bin")):
+        data = os.path.join(data, f"{name}-bin")
+    if not os.path.isfile(os.path.join(data, "input0", "dict.txt")):
+        raise GlueError(f"no prepared {name} data in '{data}' (run scripts/prepare-glue.sh)")
+    return data
+
+
+def evaluate_outputs(out: str, names: Sequence[str], split: str, glue_dir: str) -> List[Output]:
+    """Every file ``evaluate --out OUT`` may write: OUT/TASK.json per task and,
+    for --split test/all, OUT/submission/SET.tsv per test set."""
+    def is_metrics(path: Path) -> bool:
+        try:
+            obj = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False
+        return isinstance(obj, dict) and "task" in obj and "sets" in obj
+
+    files = []
+    for name in names:
+        files.append(Output(os.path.join(out, f"{name}.json"), "GLUE metric file", is_metrics))
+        for set_name, _, test in SETS[name] if split in ("test", "all") else []:
+            if test and (set_name != "AX" or os.path.isfile(os.path.join(glue_dir, DIAGNOSTIC))):
+                files.append(Output(os.path.join(out, "submission", f"{set_name}.tsv"), "GLUE submission file",
+                                    outputs.text_starting("index\tprediction")))
+    return files
+
+
 def load(checkpoint: str, data: str, cpu: bool = True):
     """(model, task, classification head name, regression?) of a fine-tuned
     checkpoint, with its task reading ``data`` (a TASK-bin folder)."""
@@ -86,17 +192,39 @@ def load(checkpoint: str, data: str, cpu: bool = True):
     return model, task, head, regression
 
 
-def predict(model, task, head: str, regression: bool, split: str, batch_size: int = 32) -> List[str]:
+def check_lengths(ds, split: str, max_positions: Any, where: str = "") -> None:
+    """A GlueError naming the first example of ``ds`` longer than the model's
+    maximum positions (fairseq's sentence_prediction keeps every example
+    whole unless fine-tuned with --shorten-method truncate)."""
+    import numpy as np
+
+    if not isinstance(max_positions, int):
+        return
+    sizes = ds.sizes if isinstance(ds.sizes, (list, tuple)) else [ds.sizes]
+    longest = np.max(np.stack([np.asarray(s) for s in sizes]), axis=0) if sizes else np.zeros(0)
+    too_long = np.nonzero(longest > max_positions)[0]
+    if len(too_long):
+        i = int(too_long[0])
+        more = f" (and {len(too_long) - 1} more)" if len(too_long) > 1 else ""
+        raise GlueError(f"{where or split}: row {i + 1}{more} has {int(longest[i])} tokens, more than the "
+                        f"model's {max_positions} positions (shorten it, or fine-tune with "
+                        f"--shorten-method truncate)")
+
+
+def predict(model, task, head: str, regression: bool, split: str, batch_size: int = 32,
+            where: str = "") -> List[str]:
     """Predictions on the binarised ``split``, in the order of its rows:
-    label strings, or STS-B scores back on GLUE's 0-5 scale."""
+    label strings, or STS-B scores back on GLUE's 0-5 scale.  ``where`` names
+    the split in errors."""
     import torch
     from fairseq import utils
 
     task.load_dataset(split)
     ds = task.dataset(split)
+    max_positions = utils.resolve_max_positions(task.max_positions(), model.max_positions())
+    check_lengths(ds, split, max_positions, where)
     itr = task.get_batch_iterator(
-        dataset=ds, max_sentences=batch_size, ignore_invalid_inputs=False,
-        max_positions=utils.resolve_max_positions(task.max_positions(), model.max_positions()),
+        dataset=ds, max_sentences=batch_size, ignore_invalid_inputs=False, max_positions=max_positions,
     ).next_epoch_itr(shuffle=False)
     device = next(model.parameters()).device
     out: Dict[int, str] = {}
@@ -118,16 +246,15 @@ def evaluate(name: str, checkpoint: str, data: str, glue_dir: str, split: str = 
     """Metrics of ``checkpoint`` on task ``name``'s dev sets (``split`` dev or
     all) and submission files for its test sets (test or all, with ``out``)."""
     t = glue_task(name)
-    if not os.path.isdir(os.path.join(data, "input0")) and os.path.isdir(os.path.join(data, f"{name}-bin")):
-        data = os.path.join(data, f"{name}-bin")
-    if not os.path.isfile(os.path.join(data, "input0", "dict.txt")):
-        raise GlueError(f"no prepared {name} data in '{data}' (run scripts/prepare-glue.sh)")
+    data = task_data(name, data)
+    check_checkpoint_task(name, checkpoint)
     raw = extract(glue_dir, t)
     model, task, head, regression = load(checkpoint, data, cpu)
     result = {"task": name, "checkpoint": checkpoint, "sets": {}}
+    submissions = []  # (path, index, predictions): written once every set has been predicted
     for set_name, dev, test in SETS[name]:
         if split in ("dev", "all") and dev:
-            pred = predict(model, task, head, regression, dev, batch_size)
+            pred = predict(model, task, head, regression, dev, batch_size, f"{set_name} dev set ({data}, {dev})")
             gold = raw[dev]["label"]
             if len(gold) != len(pred):
                 raise GlueError(f"{set_name}: '{data}' has {len(pred)} dev rows, the GLUE folder {len(gold)} "
@@ -138,12 +265,15 @@ def evaluate(name: str, checkpoint: str, data: str, glue_dir: str, split: str = 
                 continue
             if not os.path.isfile(os.path.join(data, "input0", f"{test}.idx")):
                 raise GlueError(f"no binarised {set_name} test set in '{data}' (run scripts/prepare-glue.sh)")
-            write_submission(os.path.join(out, "submission", f"{set_name}.tsv"), raw[test]["index"],
-                             predict(model, task, head, regression, test, batch_size))
+            pred = predict(model, task, head, regression, test, batch_size, f"{set_name} test set ({data}, {test})")
+            if len(pred) != len(raw[test]["index"]):
+                raise GlueError(f"{set_name}.tsv: {len(pred)} predictions for {len(raw[test]['index'])} test rows")
+            submissions.append((os.path.join(out, "submission", f"{set_name}.tsv"), raw[test]["index"], pred))
+    for path, index, pred in submissions:
+        write_submission(path, index, pred)
     if out:
         os.makedirs(out, exist_ok=True)
-        with open(os.path.join(out, f"{name}.json"), "w") as f:
-            json.dump(result, f, indent=1)
+        outputs.write_text(os.path.join(out, f"{name}.json"), json.dumps(result, indent=1))
     return result
 
 
@@ -152,9 +282,22 @@ def write_submission(path: str, index: Sequence[str], pred: Sequence[str]) -> No
     if len(index) != len(pred):
         raise GlueError(f"{os.path.basename(path)}: {len(pred)} predictions for {len(index)} test rows")
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        f.write("index\tprediction\n")
-        f.writelines(f"{i}\t{p}\n" for i, p in zip(index, pred))
+    outputs.write_text(path, "index\tprediction\n" + "".join(f"{i}\t{p}\n" for i, p in zip(index, pred)))
+
+
+def read_metrics(path: str) -> Dict:
+    """A TASK.json of ``evaluate``, or an InputError naming the file."""
+    from ..errors import InputError
+    from .results import read_json_object
+
+    what = "metric file of fairseq-local glue evaluate"
+    obj = read_json_object(Path(path), what)
+    sets = obj.get("sets")
+    if not isinstance(sets, dict) or not all(isinstance(m, dict) and isinstance(m.get("n"), int)
+                                             and all(isinstance(v, (int, float)) for v in m.values())
+                                             for m in sets.values()):
+        raise InputError(f"'{path}' is not a {what}: no 'sets' object of metrics per set")
+    return obj
 
 
 def format_table(results: Sequence[Dict]) -> str:
@@ -181,7 +324,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     e.add_argument("--glue-dir", required=True, help="the raw GLUE folder (gold labels, test indices)")
     e.add_argument("--split", choices=("dev", "test", "all"), default="dev")
     e.add_argument("--out", help="write OUT/TASK.json and OUT/submission/*.tsv")
-    e.add_argument("--batch-size", type=int, default=32)
+    e.add_argument("--batch-size", type=positive_int, default=32, help="sentences a batch (default 32)")
+    outputs.add_force_option(e)
     e.add_argument("--cuda", action="store_true", help="run on the GPU")
     t = sub.add_parser("table", help="a Markdown table of OUT/*.json")
     t.add_argument("dir")
@@ -195,6 +339,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             if a.checkpoint and len(a.task) > 1:
                 p.error("--checkpoint is one task's model: use --runs for several tasks")
             checkpoints = [a.checkpoint] if a.checkpoint else [os.path.join(a.runs, n, a.checkpoint_name) for n in a.task]
+            if a.out:  # every output file checked before any task is evaluated
+                from .analyze import check_output_folder
+
+                check_output_folder(a.out, evaluate_outputs(a.out, a.task, a.split, a.glue_dir),
+                                    inputs=checkpoints, force=a.force, what="evaluation folder")
+            for name, ckpt in zip(a.task, checkpoints):  # and every task's data and checkpoint
+                task_data(name, a.data)
+                check_checkpoint_task(name, ckpt)
             results = [evaluate(name, ckpt, a.data, a.glue_dir, a.split, a.out, a.batch_size, cpu=not a.cuda)
                        for name, ckpt in zip(a.task, checkpoints)]
         else:
@@ -204,8 +356,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             order = {n: k for k, n in enumerate(TASKS)}
             results = []
             for f in files:
-                with open(os.path.join(a.dir, f)) as fh:
-                    results.append(json.load(fh))
+                results.append(read_metrics(os.path.join(a.dir, f)))
             results.sort(key=lambda r: order.get(r.get("task"), len(order)))
     except (GlueError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
@@ -215,4 +366,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["glue", *sys.argv[1:]]))

@@ -10,6 +10,8 @@ import importlib
 import sys
 from typing import List, Optional
 
+from ..errors import user_error_in
+from ..outputs import output_error_line
 from .common import COMMANDS
 
 USAGE = "usage: fairseq-local <command> [options]"
@@ -30,9 +32,9 @@ def help_text() -> str:
     return "\n".join(lines) + "\n"
 
 
-def _fail(message: str) -> int:
+def _fail(message: str, status: int = 2) -> int:
     sys.stderr.write(f"error: {message}\n")
-    return 2
+    return status
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -54,7 +56,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         kind = "option" if command.startswith("-") else "command"
         return _fail(f"unknown {kind} '{command}' ({hint}commands: {', '.join(COMMANDS)}; see fairseq-local --help)")
     module = importlib.import_module(f"{__package__}.{COMMANDS[command][0]}")
-    status = module.main(rest)
+    try:
+        status = module.main(rest)
+    except (OSError, ValueError) as e:  # bad files and values: one line, never a traceback
+        found = user_error_in(e)
+        if found is None and not isinstance(e, OSError):
+            raise
+        return _fail(str(found) if found is not None else output_error_line(e), status=1)
     return status if isinstance(status, int) else 0
 
 

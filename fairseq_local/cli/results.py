@@ -13,12 +13,16 @@ at the last validation), and BLEU from ``test.bleu.json``.  Cells that a run
 has not produced yet are shown as "-".
 """
 import csv
+import io
 import json
+import math
 import re
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from .. import outputs
+from ..errors import InputError
 from ..models.archs import NMT_CONFIGS
 from .common import command_parser
 
@@ -37,13 +41,81 @@ def attention_weight_count(state_dict: Dict[str, "object"]) -> int:
     return sum(seen.values())
 
 
+CHECKPOINTS = ("checkpoint_best.pt", "checkpoint_last.pt")
+RUN_FILES = CHECKPOINTS + ("train.log", "test.bleu.json")
+
+
+def read_json_object(path: Path, what: str) -> Dict[str, Any]:
+    """The JSON object (dict) in ``path``, or an :class:`InputError` naming
+    the file and what is wrong with it (not UTF-8, not JSON, not an object)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"'{path}' is not a {what}: not UTF-8 text (byte {e.start})") from None
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise InputError(f"'{path}' is not a {what}: malformed JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"'{path}' is not a {what}: a JSON {type(obj).__name__}, not an object")
+    return obj
+
+
+def bleu_score(path: Path) -> str:
+    """The ``score`` of a BLEU file (``test.bleu.json``), formatted "%.2f"."""
+    score = read_json_object(path, "BLEU file").get("score")
+    if isinstance(score, bool) or not isinstance(score, (int, float)) or not math.isfinite(score):
+        raise InputError(f"'{path}' is not a BLEU file: no numeric 'score' (got {score!r})")
+    return f"{score:.2f}"
+
+
+def table_header(columns_ok: Callable[[List[str]], bool], markdown_table: bool) -> Callable[[Path], bool]:
+    """``ours`` predicate for a table this command wrote: a Markdown (or CSV)
+    file whose first line is a header row accepted by ``columns_ok``."""
+    def ours(path: Path) -> bool:
+        try:
+            with open(path, encoding="utf-8") as f:
+                first = f.readline().rstrip("\r\n")
+        except (OSError, UnicodeDecodeError):
+            return False
+        if markdown_table:
+            if not (first.startswith("| ") and first.endswith(" |")):
+                return False
+            cells = [c.strip() for c in first[2:-2].split(" | ")]
+        else:
+            cells = next(csv.reader(io.StringIO(first)), [])
+        return columns_ok(cells)
+    return ours
+
+
+def table_outputs(markdown_path: Optional[Path], csv_path: Optional[Path],
+                  columns_ok: Callable[[List[str]], bool]) -> List[outputs.Output]:
+    """The Markdown and CSV outputs of a table command (those given)."""
+    outs = []
+    if markdown_path:
+        outs.append(outputs.Output(markdown_path, "Markdown table", table_header(columns_ok, True)))
+    if csv_path:
+        outs.append(outputs.Output(csv_path, "CSV table", table_header(columns_ok, False)))
+    return outs
+
+
+def existing(paths: Sequence[Path]) -> List[Path]:
+    """The paths that exist (the inputs a table command will read)."""
+    return [p for p in paths if p.exists()]
+
+
 def _checkpoint_info(run: Path) -> Dict[str, str]:
-    for name in ("checkpoint_best.pt", "checkpoint_last.pt"):
+    for name in CHECKPOINTS:
         path = run / name
         if path.exists():
             from ..checkpoint_compat import read_checkpoint
 
-            model_cfg, state_dict = read_checkpoint(str(path))
+            try:
+                model_cfg, state_dict = read_checkpoint(str(path))
+                if not isinstance(state_dict, dict) or not all(hasattr(t, "dim") for t in state_dict.values()):
+                    raise ValueError(f"'{path}' is not a fairseq checkpoint (its 'model' is not a state dict)")
+            except ValueError as e:
+                raise InputError(str(e).splitlines()[0]) from None
             arch = model_cfg.get("arch") or model_cfg.get("_name", "-")
             return {"arch": str(arch), "attn weights": f"{attention_weight_count(state_dict):,}"}
     return {}
@@ -80,12 +152,26 @@ def _bleu(run: Path) -> Dict[str, str]:
     path = run / "test.bleu.json"
     if not path.exists():
         return {}
-    return {"test BLEU": f"{json.loads(path.read_text())['score']:.2f}"}
+    return {"test BLEU": bleu_score(path)}
+
+
+def run_names(runs_dir: Path, order: Optional[List[str]] = None) -> List[str]:
+    """``order`` (every name must be a run directory of ``runs_dir``: an
+    :class:`InputError` names the missing ones), else every run, sorted."""
+    found = sorted(p.name for p in runs_dir.iterdir() if p.is_dir())
+    if not order:
+        return found
+    missing = [n for n in order if not (runs_dir / n).is_dir()]
+    if missing:
+        names = ", ".join(f"'{n}'" for n in missing)
+        there = ", ".join(found) if found else "none"
+        raise InputError(f"no run{'s' if len(missing) > 1 else ''} {names} in '{runs_dir}' (runs there: {there})")
+    return list(order)
 
 
 def collect(runs_dir: Path, order: Optional[List[str]] = None) -> List[Dict[str, str]]:
     """One row per run directory (in ``order`` if given, else sorted)."""
-    names = order or sorted(p.name for p in runs_dir.iterdir() if p.is_dir())
+    names = run_names(runs_dir, order)
     rows = []
     for name in names:
         run = runs_dir / name
@@ -105,18 +191,29 @@ def markdown(rows: List[Dict[str, str]], columns: List[str] = COLUMNS) -> str:
     return "\n".join(lines)
 
 
+def csv_text(rows: List[Dict[str, str]], columns: List[str]) -> str:
+    """The table as CSV (header row first)."""
+    f = io.StringIO(newline="")
+    writer = csv.DictWriter(f, fieldnames=columns)
+    writer.writeheader()
+    writer.writerows(rows)
+    return f.getvalue()
+
+
 def write_table(rows: List[Dict[str, str]], columns: List[str], markdown_path: Optional[Path],
-                csv_path: Optional[Path]) -> None:
-    """Print the table as Markdown, and write it to the given Markdown and CSV files."""
+                csv_path: Optional[Path], footer: Optional[str] = None) -> None:
+    """Print the table as Markdown, and write it (atomically) to the given
+    Markdown and CSV files; ``footer`` is printed and appended to the
+    Markdown after a blank line.  The outputs must have been checked
+    (:func:`table_outputs`) already."""
     table = markdown(rows, columns)
     print(table)
+    if footer:
+        print(f"\n{footer}")
     if markdown_path:
-        markdown_path.write_text(table + "\n")
+        outputs.write_text(markdown_path, table + "\n" + (f"\n{footer}\n" if footer else ""))
     if csv_path:
-        with csv_path.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(rows)
+        outputs.write_text(csv_path, csv_text(rows, columns))
 
 
 def claim(rows: List[Dict[str, str]]) -> Optional[str]:
@@ -156,6 +253,7 @@ def build_parser():
     parser.add_argument("--runs", nargs="+", metavar="NAME", help="run names, in this order (default: all, sorted)")
     parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table as CSV")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as Markdown")
+    outputs.add_force_option(parser)
     return parser
 
 
@@ -164,15 +262,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     args = parser.parse_args(argv)
     if not args.runs_dir.is_dir():
         parser.error(f"no runs directory '{args.runs_dir}'")
-    rows = collect(args.runs_dir, args.runs)
-    write_table(rows, COLUMNS, args.markdown, args.csv)
-    line = claim(rows)
-    if line:
-        print(f"\n{line}")
-        if args.markdown:
-            with args.markdown.open("a") as f:
-                f.write(f"\n{line}\n")
+    names = run_names(args.runs_dir, args.runs)
+    inputs = existing([args.runs_dir / n / f for n in names for f in RUN_FILES])
+    outputs.check_outputs(table_outputs(args.markdown, args.csv, lambda cells: cells == COLUMNS),
+                          inputs=inputs, force=args.force)
+    rows = collect(args.runs_dir, names)
+    write_table(rows, COLUMNS, args.markdown, args.csv, footer=claim(rows))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["results", *sys.argv[1:]]))

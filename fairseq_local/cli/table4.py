@@ -12,10 +12,10 @@ of a task is its dev accuracy (MNLI: matched), as Table 4 reports; cells a
 run has not produced yet are "-".
 """
 
-import json
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from ..errors import InputError
 from ..models.archs import TABLE4_CONFIGS, get_config
 
 TASKS = ("QQP", "SST-2", "MNLI", "QNLI")
@@ -34,22 +34,57 @@ SCORE_SET = {"MNLI": "MNLI-m"}
 
 
 def columns(tasks: Sequence[str]) -> List[str]:
+    """The table's columns for ``tasks``: config, arch, attn weights, then
+    per task its score, the paper's and the majority class's."""
     cols = ["config", "arch", "attn weights"]
     for t in tasks:
         cols += [t, f"{t} paper", f"{t} majority"]
     return cols
 
 
+def is_table4_header(cells: List[str]) -> bool:
+    """Whether a header row is one of :func:`columns` (for any GLUE tasks)."""
+    from ..data.glue import TASKS as GLUE_TASKS
+
+    tasks = cells[3::3]
+    return (len(cells) > 3 and len(cells) % 3 == 0 and all(t in GLUE_TASKS for t in tasks)
+            and cells == columns(tasks))
+
+
+def eval_file(run: Path, task: str) -> Path:
+    """Where ``fairseq-local glue evaluate`` leaves a run's metrics of ``task``."""
+    return run / "glue" / "eval" / f"{task}.json"
+
+
+def input_files(runs_root: Path, tasks: Sequence[str]) -> List[Path]:
+    """The metric files Table 4 reads (those that exist)."""
+    runs = sorted(p for p in runs_root.iterdir() if p.is_dir()) if runs_root.is_dir() else []
+    return [eval_file(r, t) for r in runs for t in tasks if eval_file(r, t).is_file()]
+
+
+def _percent(path: Path, metrics: Dict, key: str) -> str:
+    value = metrics.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"'{path}' is not a metric file of fairseq-local glue evaluate: "
+                         f"'{key}' is {value!r}, not a number")
+    return f"{100 * value:.2f}"
+
+
 def score(run: Path, task: str) -> Dict[str, str]:
     """``{TASK: accuracy %, TASK majority: %}`` from ``glue/eval/TASK.json``."""
-    path = run / "glue" / "eval" / f"{task}.json"
+    from .results import read_json_object
+
+    path = eval_file(run, task)
     if not path.is_file():
         return {}
-    sets = json.loads(path.read_text())["sets"]
+    what = "metric file of fairseq-local glue evaluate"
+    sets = read_json_object(path, what).get("sets")
+    if not isinstance(sets, dict) or not all(isinstance(m, dict) for m in sets.values()):
+        raise InputError(f"'{path}' is not a {what}: no 'sets' object of metrics")
     metrics = sets.get(SCORE_SET.get(task, task)) or next(iter(sets.values()), None)
     if not metrics or "accuracy" not in metrics:
         return {}
-    return {task: f"{100 * metrics['accuracy']:.2f}", f"{task} majority": f"{100 * metrics['majority']:.2f}"}
+    return {task: _percent(path, metrics, "accuracy"), f"{task} majority": _percent(path, metrics, "majority")}
 
 
 def weight_count(run: Path) -> Dict[str, str]:

@@ -12,14 +12,14 @@ on newstest2014 for each pair and tokenised, compound-split BLEU for En-De
 (``test.bleu.json`` and ``test.tok-bleu.json``).  Cells a run has not
 produced yet are "-", so a partly finished sweep gives a partly filled table.
 """
-import json
 import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from .. import outputs
 from ..models.archs import NMT_CONFIGS, get_config
 from .common import command_parser
-from .results import _checkpoint_info, write_table
+from .results import CHECKPOINTS, _checkpoint_info, bleu_score, existing, table_outputs, write_table
 
 PAIRS = ("en-de", "en-ru")
 COLUMNS = ["config", "paper name", "arch", "attn weights",
@@ -51,7 +51,14 @@ def run_names(runs_root: Path) -> List[str]:
 def _score(path: Path) -> Optional[str]:
     if not path.is_file():
         return None
-    return f"{json.loads(path.read_text())['score']:.2f}"
+    return bleu_score(path)
+
+
+def input_files(runs_root: Path) -> List[Path]:
+    """The files the WMT'14 table reads (those that exist)."""
+    files = {"test.bleu.json", "test.tok-bleu.json", *CHECKPOINTS}
+    return existing([runs_root / f"wmt14_{pair}" / name / f for name in run_names(runs_root)
+                     for pair in PAIRS for f in sorted(files)])
 
 
 def row(runs_root: Path, name: str) -> Dict[str, str]:
@@ -104,6 +111,7 @@ def build_parser():
                         help="with --bert: the GLUE tasks (default: QQP SST-2 MNLI QNLI)")
     parser.add_argument("--markdown", type=Path, metavar="FILE", help="also write the table as Markdown")
     parser.add_argument("--csv", type=Path, metavar="FILE", help="also write the table as CSV")
+    outputs.add_force_option(parser)
     return parser
 
 
@@ -122,12 +130,18 @@ def main(argv: Optional[List[str]] = None) -> None:
     if not root.is_dir():
         parser.error(f"no runs directory '{root}'")
     if args.bert:
-        from .table4 import TASKS, collect as collect_bert, columns
+        from .table4 import TASKS, collect as collect_bert, columns, input_files as bert_inputs, is_table4_header
 
+        outputs.check_outputs(table_outputs(args.markdown, args.csv, is_table4_header),
+                              inputs=bert_inputs(root, args.tasks or TASKS), force=args.force)
         write_table(collect_bert(root, args.tasks), columns(args.tasks or TASKS), args.markdown, args.csv)
     else:
+        outputs.check_outputs(table_outputs(args.markdown, args.csv, lambda cells: cells == COLUMNS),
+                              inputs=input_files(root), force=args.force)
         write_table(collect(root), COLUMNS, args.markdown, args.csv)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["tables", *sys.argv[1:]]))

@@ -40,7 +40,7 @@ from fairseq.dataclass import FairseqDataclass
 from omegaconf import II
 from torch import Tensor
 
-from ..errors import OptionError
+from ..errors import OptionError, warn_once
 from ..modules.sparsity import SparsityTerms
 
 PENALTIES = ("dam_loss", "aaa_loss", "gate_loss")
@@ -110,13 +110,25 @@ class SparsityLoss:
         capture = _OutputCapture(model)
         loss, sample_size, logging_output = super().forward(capture, sample, reduce=reduce)
         if capture.output is None or not hasattr(model, "get_sparsity_terms"):
+            self.warn_unused(None)
             return loss, sample_size, logging_output
         terms = model.get_sparsity_terms(capture.output)
+        self.warn_unused(terms)
         penalty, log = self.penalties(terms, sample_size)
         logging_output.update(log)
         if model.training:
             self.maybe_write_images(terms)
         return loss + penalty, sample_size, logging_output
+
+    def warn_unused(self, terms: Optional[SparsityTerms]) -> None:
+        """Warn once (at the first step) about a penalty weight that the model
+        has no heads for: it has no effect."""
+        cfg = self.sparsity_cfg
+        for option, weight, kind, term in (("--dam-lambda", cfg.dam_lambda, "dam-u/dam-s", "dam"),
+                                           ("--aaa-alpha", cfg.aaa_alpha, "aaa", "aaa_rho"),
+                                           ("--gate-lambda", cfg.gate_lambda, "':gate'", "gate")):
+            if weight > 0 and (terms is None or getattr(terms, term) is None):
+                warn_once(f"{option} {weight} has no effect: the model has no {kind} heads")
 
     def penalties(self, terms: SparsityTerms, sample_size) -> Tuple[Tensor, Dict[str, float]]:
         """(the penalties to add to the summed loss, the logging sums).  Each

@@ -24,24 +24,40 @@ or a tensor of the new model without a stock source, is an error.
 
 import argparse
 import copy
+import os
 import re
 from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
 
+from ..errors import InputError
 from ..modules.layout import LayoutError
 from ..modules.options import OPTION_NAMES
+from ..outputs import save_torch
 
 TIE_INITS = ("first", "mean")
 PREFIX = "encoder.sentence_encoder"
 # Learned parameters of our attention that a stock model has no counterpart for.
 LEARNED_KEYS = (".self_attn.dam.", ".self_attn.axis.", ".self_attn.gates.")
 _IN_PROJ = re.compile(r"^(?P<attn>.*\.self_attn)\.in_proj_(?P<p>weight|bias)$")
+# Top-level key of a converted checkpoint: the input's file name.  It marks
+# the file as convert-roberta's output, which a re-run replaces without
+# --force; fairseq ignores unknown top-level keys.
+MARKER = "converted_from"
 
 
-class ConversionError(ValueError):
+class ConversionError(InputError):
     """A checkpoint that cannot be converted (one-line message)."""
+
+
+def is_converted(path) -> bool:
+    """Whether the file at ``path`` is a checkpoint written by
+    :func:`convert_checkpoint` (it has :data:`MARKER`); reads no tensor data."""
+    from ..outputs import peek_torch
+
+    obj = peek_torch(path)
+    return isinstance(obj, dict) and "model" in obj and MARKER in obj
 
 
 def read_stock_checkpoint(path: str) -> Tuple[Dict[str, Any], argparse.Namespace]:
@@ -203,8 +219,8 @@ def convert_state(stock: Dict[str, Tensor], model, tie_init: str = "first") -> D
             continue
         if any(k in key for k in LEARNED_KEYS):
             out[key] = value  # fresh initialisation
-        elif key not in stock and key.endswith(".version"):
-            out[key] = value  # a version buffer that older checkpoints lack
+        elif key not in stock and (key.endswith(".version") or key.endswith("_extra_state")):
+            out[key] = value  # a version buffer that older checkpoints lack, or the model's extra state
         elif (t := source(key)) is not None:
             if t.shape != value.shape:
                 raise ConversionError(f"'{key}' has shape {tuple(t.shape)} in the checkpoint "
@@ -222,10 +238,11 @@ def convert_state(stock: Dict[str, Tensor], model, tie_init: str = "first") -> D
 
 
 def converted_checkpoint(state: Dict[str, Any], args: argparse.Namespace,
-                         model_state: Dict[str, Tensor]) -> Dict[str, Any]:
+                         model_state: Dict[str, Tensor], source: str = "") -> Dict[str, Any]:
     """An ordinary fairseq checkpoint: the input's options (model options
-    replaced by ``args``), the converted weights, and a fresh training state
-    (no optimizer state, update 0, epoch 1)."""
+    replaced by ``args``), the converted weights, a fresh training state
+    (no optimizer state, update 0, epoch 1) and :data:`MARKER` (``source``,
+    the input's file name)."""
     cfg = copy.deepcopy(state.get("cfg"))
     old_args = state.get("args")
     if isinstance(cfg, dict) and cfg.get("model") is not None:
@@ -248,6 +265,7 @@ def converted_checkpoint(state: Dict[str, Any], args: argparse.Namespace,
         "task_state": state.get("task_state", {}),
         "extra_state": {"train_iterator": {"epoch": 1, "iterations_in_epoch": 0, "shuffle": True}},
         "last_optimizer_state": None,
+        MARKER: source,
     }
 
 
@@ -255,7 +273,8 @@ def convert_checkpoint(in_path: str, out_path: str, arch: str, attention: Option
                        tie_init: str = "first") -> Dict[str, Any]:
     """Convert the stock RoBERTa checkpoint ``in_path`` into ``arch`` (with
     the attention options ``attention``, e.g. ``{"attn_layout": ...}``) and
-    write it to ``out_path``.  Returns a summary: arch, layout, layers,
+    write it to ``out_path`` atomically (the caller checks ``out_path`` first,
+    :func:`fairseq_local.outputs.check_outputs`).  Returns a summary: arch, layout, layers,
     heads, Q/K groups, classification heads, fresh learned tensors."""
     state, stock_args = read_stock_checkpoint(in_path)
     stock = normalise_stock_state(state["model"])
@@ -263,7 +282,7 @@ def convert_checkpoint(in_path: str, out_path: str, arch: str, attention: Option
     model = build_converted_model(args, stock)
     new_state = convert_state(stock, model, tie_init)
     model.load_state_dict(dict(new_state), strict=True)  # as fairseq will load it
-    torch.save(converted_checkpoint(state, args, new_state), out_path)
+    save_torch(converted_checkpoint(state, args, new_state, os.path.basename(str(in_path))), out_path)
     return {
         "arch": arch, "layout": args.attn_layout, "layers": args.encoder_layers,
         "heads": args.encoder_attention_heads, "qk_groups": len(qk_groups(model)),
@@ -272,5 +291,5 @@ def convert_checkpoint(in_path: str, out_path: str, arch: str, attention: Option
     }
 
 
-__all__ = ["ConversionError", "TIE_INITS", "convert_checkpoint", "convert_state", "converted_args",
-           "normalise_stock_state", "qk_groups", "read_stock_checkpoint"]
+__all__ = ["ConversionError", "MARKER", "TIE_INITS", "convert_checkpoint", "convert_state", "converted_args",
+           "is_converted", "normalise_stock_state", "qk_groups", "read_stock_checkpoint"]

@@ -32,11 +32,13 @@ from fairseq.models.transformer import TransformerConfig
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_hasattr
 
+from ..errors import OptionError
 from ..modules.learned import AxisSelector
 from ..modules.options import add_attention_args, set_attention_defaults
 from ..modules.sparsity import SparsityTerms
 from .archs import ROBERTA_ARCHS
-from .transformer import LocalTransformerEncoder, dummy_dictionary, register_named_archs
+from .resume import check_resume, model_signature, saved_signature
+from .transformer import LocalTransformerEncoder, dummy_dictionary, mask_position_limits, register_named_archs
 
 
 class LocalRobertaEncoder(RobertaEncoder):
@@ -45,7 +47,13 @@ class LocalRobertaEncoder(RobertaEncoder):
     attention records under ``"sparsity"``."""
 
     def build_encoder(self, args, dictionary, embed_tokens) -> LocalTransformerEncoder:
-        encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(args), dictionary, embed_tokens)
+        encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(args), dictionary, embed_tokens,
+                                          signature=model_signature(args))
+        covered = min(mask_position_limits(encoder.attention_modules()), default=args.max_positions)
+        if covered < args.max_positions:  # a block of --max-positions tokens would not fit the mask
+            raise OptionError(f"the DAM/file masks cover {covered} positions, fewer than --max-positions "
+                              f"{args.max_positions}: use --dam-max-len {args.max_positions}, or export the "
+                              f"mask file with --n {args.max_positions}")
         encoder.apply(init_bert_params)
         return encoder
 
@@ -85,6 +93,12 @@ class LocalRobertaModel(RobertaModel):
                 args.tokens_per_sample = task.max_positions()
             args.max_positions = args.tokens_per_sample
         return cls(args, LocalRobertaEncoder(args, task.source_dictionary))
+
+    def load_state_dict(self, state_dict, strict: bool = True, model_cfg=None, args=None):
+        """As fairseq's, refusing to resume another model (:mod:`.resume`)."""
+        check_resume(saved_signature(state_dict, "encoder.sentence_encoder."),
+                     self.encoder.sentence_encoder.signature, model_cfg)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
     def get_sparsity_terms(self, net_output) -> SparsityTerms:
         """The encoder's sparsity terms for the forward pass that gave ``net_output``."""

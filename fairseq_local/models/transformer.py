@@ -12,7 +12,7 @@ are layout data (:mod:`fairseq_local.models.archs`).
 import argparse
 import functools
 import logging
-from typing import List, Optional
+from typing import Any, Dict, List, Optional
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
@@ -30,9 +30,11 @@ from ..modules.attention import LocalMultiheadAttention
 from ..modules.build import AttentionBuilder
 from ..modules.flex import flex_block_masks
 from ..modules.learned import shared_masks
+from ..modules.masks import FileMask
 from ..modules.options import add_attention_args, attention_config, resolved, set_attention_defaults
 from ..modules.sparsity import SparsityTerms, recording, sparsity_terms
 from .archs import NAMED_ARCHS
+from .resume import EXTRA_STATE, check_resume, model_signature, saved_signature
 
 logger = logging.getLogger(__name__)
 
@@ -58,9 +60,11 @@ class LocalTransformerEncoder(TransformerEncoderBase):
     ``self_attn`` of every layer that uses them.  The output dict carries the
     forward pass's attention records under ``"sparsity"``."""
 
-    def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, return_fc: bool = False):
+    def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, return_fc: bool = False,
+                 signature: Optional[Dict[str, str]] = None):
         # Plain attributes (set before nn.Module.__init__), used while the base
         # class builds the layers.
+        self.signature = dict(signature if signature is not None else model_signature(cfg))
         self.attention_cfg = resolved(attention_config(cfg))
         self._build_attention = AttentionBuilder(
             self.attention_cfg, cfg.encoder.embed_dim, cfg.encoder.layers, cfg.encoder.attention_heads,
@@ -90,6 +94,20 @@ class LocalTransformerEncoder(TransformerEncoderBase):
 
     LEARNED_KEYS = (".self_attn.dam.", ".self_attn.axis.", ".self_attn.gates.")
 
+    def get_extra_state(self) -> dict:
+        """Saved with the weights: the model's signature (:mod:`..resume`)."""
+        return {"signature": dict(self.signature)}
+
+    def set_extra_state(self, state: Any) -> None:
+        """Nothing to restore: the models compare signatures before loading."""
+
+    def max_positions(self) -> int:
+        """fairseq's limit, lowered to the positions that DAM and ``file``
+        masks cover, so that fairseq skips (training) or refuses (validation,
+        generation) longer sentences as it does for any arch."""
+        limits = [super().max_positions(), *mask_position_limits(self.attention_modules())]
+        return min(limits)
+
     def upgrade_state_dict_named(self, state_dict, name):
         """Load checkpoints across stages (``--restore-file``): learned-mask and
         gate parameters that this model lacks are dropped (a DAM mask exported to
@@ -99,6 +117,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         super().upgrade_state_dict_named(state_dict, name)
         prefix = f"{name}." if name else ""
         own = {prefix + k: v for k, v in self.state_dict().items()}
+        state_dict.setdefault(prefix + EXTRA_STATE, own[prefix + EXTRA_STATE])  # saved before signatures
 
         def learned(key: str) -> bool:
             return key.startswith(prefix + "layers.") and any(p in key for p in self.LEARNED_KEYS)
@@ -112,6 +131,15 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         if dropped or added:
             logger.info(f"checkpoint: dropped {len(dropped)} and initialised {len(added)} "
                         f"learned-mask/gate tensors that the two models do not share")
+
+    def train(self, mode: bool = True) -> "LocalTransformerEncoder":
+        """As nn.Module's; refuses in one line to train where a chosen path has
+        no backward (fairseq calls this before its first step, so nothing,
+        not even ``crash.pt``, is written)."""
+        if mode:
+            for module in self.attention_modules():
+                module.check_trainable()
+        return super().train(mode)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, token_embeddings=None):
         if self.training:  # one noise sample per DAM mask and update, shared by its layers
@@ -137,7 +165,13 @@ class LocalTransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        return LocalTransformerEncoder(TransformerConfig.from_namespace(cfg), src_dict, embed_tokens)
+        return LocalTransformerEncoder(TransformerConfig.from_namespace(cfg), src_dict, embed_tokens,
+                                       signature=model_signature(cfg))
+
+    def load_state_dict(self, state_dict, strict: bool = True, model_cfg=None, args=None):
+        """As fairseq's, refusing to resume another model (:mod:`..resume`)."""
+        check_resume(saved_signature(state_dict, "encoder."), self.encoder.signature, model_cfg)
+        return super().load_state_dict(state_dict, strict=strict, model_cfg=model_cfg, args=args)
 
     def forward(self, src_tokens, src_lengths, prev_output_tokens, return_all_hiddens: bool = True,
                 features_only: bool = False, alignment_layer: Optional[int] = None,
@@ -154,6 +188,14 @@ class LocalTransformerModel(TransformerModel):
     def get_sparsity_terms(self, net_output) -> SparsityTerms:
         """The encoder's sparsity terms for the forward pass that gave ``net_output``."""
         return self.encoder.sparsity_terms(net_output[1].get("sparsity", []))
+
+
+def mask_position_limits(modules) -> List[int]:
+    """The lengths that the DAM masks and ``file`` masks of attention
+    ``modules`` cover (a longer sentence cannot be attended)."""
+    limits = [d.max_len for m in modules for d in m.dam]
+    limits += [f.entry()["matrix"].shape[0] for m in modules for f in m.fixed_masks if isinstance(f, FileMask)]
+    return limits
 
 
 def local_encoder(model: nn.Module) -> nn.Module:

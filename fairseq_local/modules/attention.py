@@ -344,6 +344,15 @@ class LocalMultiheadAttention(nn.Module):
             return "dense"
         return "structured"
 
+    def check_trainable(self) -> None:
+        """One-line :class:`~fairseq_local.errors.OptionError` if ``--attn-impl
+        flex`` cannot train where the module's weights are (checked before
+        training starts, not at the first backward)."""
+        if self.attn_impl == "flex":
+            reason = flex_available(self.v_proj.weight.device, needs_grad=True)
+            if reason is not None:
+                raise OptionError(f"--attn-impl flex cannot train here: {reason}")
+
     def structured_attention(self, q: Tensor, k: Tensor, v: Tensor, key_padding_mask: Optional[Tensor]) -> Tensor:
         """Global heads through the fused kernel, window heads through the
         windowed one (:mod:`fairseq_local.modules.kernels`).

@@ -8,6 +8,7 @@ from .attention import LocalMultiheadAttention, QKProjection
 from .layout import LayerSpec, check_layout, parse_layout
 from .learned import DamMask, DamSpec
 from .masks import FileMask, MaskSpecError
+from ..errors import OptionError, warn_once
 from .options import AttentionConfig, resolved
 
 
@@ -31,8 +32,18 @@ class AttentionBuilder:
         self.cfg = cfg = resolved(cfg)
         self.layout = parse_layout(cfg.attn_layout or f"[global*{num_heads}]*{num_layers}")
         check_layout(self.layout, num_layers, num_heads)
+        if embed_dim % num_heads:
+            raise OptionError(f"the embedding size {embed_dim} is not a multiple of the {num_heads} attention "
+                              f"heads (--encoder-embed-dim, --encoder-attention-heads)")
         self.embed_dim, self.head_dim = embed_dim, embed_dim // num_heads
         self.dam_max_len = cfg.dam_max_len or max_positions
+        heads = [h for layer in self.layout for h in layer.heads]
+        if cfg.dam_max_len and cfg.dam_max_len > max_positions and any(isinstance(h.mask, DamSpec) for h in heads):
+            raise OptionError(f"--dam-max-len {cfg.dam_max_len} is longer than the model's {max_positions} "
+                              f"positions: no sentence reaches the rest of the mask (it would cost "
+                              f"--dam-max-len² entries); use at most {max_positions}")
+        if cfg.mask_file and not any(isinstance(h.mask, FileMask) for h in heads):
+            warn_once(f"--mask-file {cfg.mask_file} is not used: the layout has no 'file' heads")
         self.dropout = dropout
         self.qk: Dict[str, QKProjection] = {}
         self.dam: Dict[str, DamMask] = {}

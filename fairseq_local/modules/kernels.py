@@ -112,7 +112,17 @@ class WindowPlan:
 
     @property
     def hi(self) -> int:
-        return max(hi for _, hi in self.windows)
+        return max(self.lo, *(hi for _, hi in self.windows))  # a plan of empty windows keeps one offset
+
+    def within(self, length: int) -> "WindowPlan":
+        """The plan with each window cut to the offsets |o| < ``length`` that a
+        sentence of ``length`` positions has (an empty one becomes (0, -1)):
+        the same attention, with a width of at most 2·length − 1 whatever k."""
+        b = length - 1
+        if -b <= self.lo and self.hi <= b:
+            return self
+        cut = ((max(lo, -b), min(hi, b)) for lo, hi in self.windows)
+        return WindowPlan(self.heads, self.groups, tuple(w if w[0] <= w[1] else (0, -1) for w in cut))
 
     @property
     def width(self) -> int:
@@ -316,6 +326,7 @@ def window_attention(
         index = constant(used, q.device)
         q, k = q.index_select(1, index), k.index_select(1, index)
         plan = WindowPlan(plan.heads, tuple(used.index(g) for g in plan.groups), plan.windows)
+    plan = plan.within(T)
     q_in, k_in = q, k
     if q.dtype in _HALF:  # fp32 scores: products unrounded, and k's gradients summed in fp32
         q, k = q.to(acc), k.to(acc)

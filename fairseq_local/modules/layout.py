@@ -22,6 +22,15 @@ Grammar (whitespace is ignored)::
   layer, uses one shared parameter set (Pande et al., §5.4).
 * ``HEAD*N`` repeats a head N times (with the same group).
 
+Limits, checked while parsing and *before* any repeat is expanded, so that a
+huge count is a one-line :class:`LayoutError` at once (not minutes of work or
+an exhausted memory): at most :data:`MAX_LAYERS` layers, :data:`MAX_HEADS`
+heads in a layer and :data:`MAX_TOTAL_HEADS` heads in all (the largest
+published Transformers have about 100 layers of at most 128 heads; a layout
+is a tuple of per-head objects, so the total bounds its memory and parse
+time).  Mask parameters are bounded by the mask registry
+(:data:`fairseq_local.modules.masks.registry.MAX_PARAM`).
+
 Examples: ``[band-1,band-2,global*6]*6`` is config (b); ``[identity@a,band-2@a,
 identity@b,band-2@b,identity@c,band-2@c,identity@d,band-2@d]*6`` is config (g);
 ``[prev-1@@t,prev-2@@t,next-1@@t,next-2@@t,band-1@@t,band-2@@t,identity@@t*2]*6``
@@ -82,32 +91,67 @@ _HEAD = re.compile(
 )
 
 
-def _count(text: str, where: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise LayoutError(f"{where}: repeat count '{text}' must be an integer >= 1")
+MAX_LAYERS = 10_000
+MAX_HEADS = 10_000
+MAX_TOTAL_HEADS = 100_000
+_ORDER = "MASK[:gate][@NAME|@@NAME][*N]"
+
+
+def _short(text: str, width: int = 60) -> str:
+    """``text``, cut to ``width`` characters with '...' (for messages)."""
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _count(text: str, where: str, limit: int, what: str) -> int:
+    """A repeat count: an integer in 1..``limit`` (checked on its digits, so a
+    huge one is never converted or expanded)."""
+    digits = text.lstrip("0")
+    if not re.fullmatch(r"[0-9]+", text) or not digits:
+        raise LayoutError(f"{where}: repeat count '{_short(text)}' must be an integer >= 1")
+    if len(digits) > len(str(limit)) or int(digits) > limit:
+        raise LayoutError(f"{where}: repeat count {_short(text)} is too large: a layout has at most {limit:,} {what}")
     return int(text)
 
 
+def _order_problem(token: str) -> str:
+    """What is out of order in a head token whose parts follow :data:`_ORDER`
+    in another order ('' if nothing is)."""
+    at, star, gate = token.find("@"), token.find("*"), token.find(":")
+    if gate >= 0 and 0 <= at < gate:
+        return "':gate' must come before the group ('@NAME' or '@@NAME')"
+    if star >= 0 and (star < at or star < gate):
+        return "the repeat '*N' must come last"
+    return ""
+
+
 def _parse_heads(body: str, where: str) -> List[Tuple[HeadMask, str, str, bool]]:
-    """Parse 'HEADS' into (mask, scope, name, gated), expanding '*N'."""
+    """Parse 'HEADS' into (mask, scope, name, gated), expanding '*N' (at most
+    :data:`MAX_HEADS` heads, checked before expanding)."""
     if not body:
         raise LayoutError(f"{where}: no heads")
-    heads = []
+    heads: List[Tuple[HeadMask, str, str, bool]] = []
     for token in body.split(","):
+        order = _order_problem(token)
+        if order:
+            raise LayoutError(f"{where}: head '{_short(token)}': {order} (a head is {_ORDER})")
         m = _HEAD.fullmatch(token)
         if not m:
-            raise LayoutError(f"{where}: cannot parse head '{token}'")
+            raise LayoutError(f"{where}: cannot parse head '{_short(token)}'")
         try:
             mask = parse_mask(m["mask"])
         except MaskSpecError as e:
-            raise LayoutError(f"{where}: head '{token}': {e}") from None
+            raise LayoutError(f"{where}: head '{_short(token)}': {e}") from None
         if m["at"] and not re.fullmatch(r"[A-Za-z0-9_]+", m["name"]):
             raise LayoutError(
-                f"{where}: head '{token}': group name must be letters, digits or '_'"
+                f"{where}: head '{_short(token)}': group name must be letters, digits or '_'"
             )
         if m["gate"] not in (None, ":gate"):
-            raise LayoutError(f"{where}: head '{token}': unknown modifier '{m['gate']}' (only ':gate')")
-        n = _count(m["n"], f"{where}: head '{token}'") if m["n"] is not None else 1
+            raise LayoutError(f"{where}: head '{_short(token)}': unknown modifier '{m['gate']}' (only ':gate')")
+        n = 1
+        if m["n"] is not None:
+            n = _count(m["n"], f"{where}: head '{_short(token)}'", MAX_HEADS, "heads in a layer")
+        if len(heads) + n > MAX_HEADS:
+            raise LayoutError(f"{where}: more than {MAX_HEADS:,} heads in a layer")
         heads.extend([(mask, m["at"] or "", m["name"] or "", bool(m["gate"]))] * n)
     return heads
 
@@ -120,16 +164,22 @@ def parse_layout(text: str) -> Tuple[LayerSpec, ...]:
     if not compact:
         raise LayoutError("empty attention layout")
     layers: List[LayerSpec] = []
+    total = 0
     for i, item in enumerate(compact.split(";"), start=1):
-        where = f"layout item {i} '{item}'"
+        where = f"layout item {i} '{_short(item)}'"
         m = _ITEM.fullmatch(item)
         if m:
-            body, n = m["body"], _count(m["n"], where) if m["n"] is not None else 1
+            body, n = m["body"], _count(m["n"], where, MAX_LAYERS, "layers") if m["n"] is not None else 1
         elif "[" in item or "]" in item:
             raise LayoutError(f"{where}: unbalanced or nested brackets")
         else:
             body, n = item, 1
         parsed = _parse_heads(body, where)
+        if len(layers) + n > MAX_LAYERS:
+            raise LayoutError(f"{where}: the layout has more than {MAX_LAYERS:,} layers")
+        total += n * len(parsed)
+        if total > MAX_TOTAL_HEADS:
+            raise LayoutError(f"{where}: the layout has more than {MAX_TOTAL_HEADS:,} heads in all")
         for _ in range(n):
             l = len(layers)
             layers.append(

@@ -111,6 +111,9 @@ def test_train_and_evaluate(wmt):
                            second["model"]["encoder.layers.0.self_attn.v_proj.weight"])
     assert avg["model"].keys() == newest["model"].keys()
     for key, value in avg["model"].items():
+        if not torch.is_tensor(value):  # the encoder's signature, kept from the newest
+            assert value == newest["model"][key], key
+            continue
         assert torch.allclose(value, (newest["model"][key] + second["model"][key]) / 2, atol=1e-6), key
     assert avg["cfg"]["model"].arch == newest["cfg"]["model"].arch and _updates(a / "checkpoint_avg2.pt") == 3
     assert "checkpoint_avg2.pt" in evals["a"].stderr and "checkpoint_best.pt" in evals["i"].stderr

@@ -25,4 +25,4 @@ out = sys.argv[1]
 sys.argv = ["fairseq-train"] + sys.argv[2:]
 train.cli_main()
 model = _trainers[0].get_model()
-torch.save({k: v.detach().clone() for k, v in model.state_dict().items()}, out)
+torch.save({k: v.detach().clone() for k, v in model.state_dict().items() if torch.is_tensor(v)}, out)

@@ -309,3 +309,17 @@ def test_seeded_masks_build_on_meta_and_from_the_length_table(token):
             assert mask.dense(meta, meta).shape == (len(lengths), T, T)
     assert _bucket(SYNC_FREE_MAX_LEN) == SYNC_FREE_MAX_LEN  # up to it: a table (not built here: seconds)
     assert mask.sync_free_table(SYNC_FREE_MAX_LEN + 1, torch.device("cpu")) is None  # beyond: the host path
+
+
+@pytest.mark.parametrize("mode", ["post", "pre"])
+def test_windows_wider_than_the_sentence_are_cut_to_it(mode):
+    """band-1000000 (the largest window the grammar takes) and next-900000
+    cost what a window of 2T − 1 costs, with the dense path's result; a plan
+    whose windows all miss the sentence keeps one offset and gives 0."""
+    dense, fast = pair(["band-1000000", "next-900000", "prev-2", "global"], mode=mode)
+    for T in (1, 7):
+        check_same(dense, fast, T, lengths=[T, max(1, T - 3)])
+    plan = WindowPlan((0, 1), (0, 1), ((-1000000, 1000000), (900000, 900000)))
+    assert plan.within(7).windows == ((-6, 6), (0, -1)) and plan.within(7).width == 13
+    empty = WindowPlan((0,), (0,), ((5, 5),)).within(3)
+    assert (empty.lo, empty.hi, empty.width) == (0, 0, 1)

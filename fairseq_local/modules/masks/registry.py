@@ -1,5 +1,14 @@
 """Mask tokens: the registry of kinds, unions (Adaptive Axis Attention, Eq. 8)
-and :func:`parse_mask`."""
+and :func:`parse_mask`.
+
+Every integer parameter is bounded, checked on its digits before it is
+converted: windows, offsets, counts, strides and position sets at most
+:data:`MAX_PARAM` (a million positions, far beyond any sequence a model
+reads, so a larger value would mean the same mask; the bound keeps the
+offset arithmetic of the dense, window and flex paths inside int32 and
+exact in float32, where ``band-99999999999999999999`` overflowed), seeds at
+most :data:`MAX_SEED` (int64), ``file-L.H`` at most the layout's limits.
+"""
 
 import re
 from dataclasses import dataclass
@@ -62,6 +71,26 @@ def register_mask_kind(name: str, syntax: str) -> Callable[[MaskFactory], MaskFa
 
 
 _INT = re.compile(r"[0-9]+")
+MAX_PARAM = 1_000_000
+MAX_SEED = 2 ** 63 - 1
+_MAX_LAYER_HEAD = 10_000  # fairseq_local.modules.layout.MAX_LAYERS and MAX_HEADS
+
+
+def _short(text: str, width: int = 40) -> str:
+    return text if len(text) <= width else text[:width - 3] + "..."
+
+
+def _bounded(text: str, name: str, low: int, high: int = MAX_PARAM) -> int:
+    """``text`` as an integer in ``low..high`` (its digits are checked before
+    it is converted), else :class:`MaskSpecError` naming ``name``."""
+    if not _INT.fullmatch(text):
+        raise MaskSpecError(f"{name} must be an integer >= {low}, not '{_short(text)}'")
+    digits = text.lstrip("0") or "0"
+    if len(digits) > len(str(high)) or int(digits) > high:
+        raise MaskSpecError(f"{name} must be at most {high:,}, not {_short(text)}")
+    if int(digits) < low:
+        raise MaskSpecError(f"{name} must be an integer >= {low}, not '{text}'")
+    return int(digits)
 
 
 def _no_params(kind: str, params: List[str]) -> None:
@@ -70,9 +99,9 @@ def _no_params(kind: str, params: List[str]) -> None:
 
 
 def _one_k(kind: str, params: List[str]) -> int:
-    if len(params) != 1 or not _INT.fullmatch(params[0]) or int(params[0]) < 1:
+    if len(params) != 1 or not _INT.fullmatch(params[0]) or not params[0].strip("0"):
         raise MaskSpecError(f"'{kind}' needs an integer k >= 1, as in '{kind}-2'")
-    return int(params[0])
+    return _bounded(params[0], "k", 1)
 
 
 @register_mask_kind("global", "global[-G]")
@@ -112,12 +141,8 @@ def _ints(params: List[str], *spec: Tuple[str, int]) -> List[int]:
     if len(params) != len(spec):
         names = "-".join(name for name, _ in spec) or "none"
         raise MaskSpecError(f"takes {len(spec)} parameter(s) ({names}), got {len(params)}")
-    out = []
-    for text, (name, low) in zip(params, spec):
-        if not _INT.fullmatch(text) or int(text) < low:
-            raise MaskSpecError(f"{name} must be an integer >= {low}, not '{text}'")
-        out.append(int(text))
-    return out
+    return [_bounded(text, name, low, MAX_SEED if name == "SEED" else MAX_PARAM)
+            for text, (name, low) in zip(params, spec)]
 
 
 def _seeded(params: List[str]) -> Tuple[List[str], int]:
@@ -134,9 +159,9 @@ def _int_set(text: str, name: str) -> Tuple[int, ...]:
         return ()
     if not re.fullmatch(r"[0-9]+(\.[0-9]+)*", text):
         raise MaskSpecError(
-            f"{name} must be '.'-separated integers >= 0 or '_' (empty), not '{text}'"
+            f"{name} must be '.'-separated integers >= 0 or '_' (empty), not '{_short(text)}'"
         )
-    return tuple(int(t) for t in text.split("."))
+    return tuple(_bounded(t, name, 0) for t in text.split("."))
 
 
 
@@ -225,13 +250,17 @@ def _file(params: List[str]) -> HeadMask:
     if len(params) != 1 or not re.fullmatch(r"[0-9]+\.[0-9]+", params[0]):
         raise MaskSpecError("takes a layer.head pair, as in 'file-0.3'")
     layer, head = params[0].split(".")
-    return FileMask(int(layer), int(head))
+    return FileMask(_bounded(layer, "L", 0, _MAX_LAYER_HEAD - 1), _bounded(head, "H", 0, _MAX_LAYER_HEAD - 1))
 
 
 def parse_mask(token: str) -> HeadMask:
     """Parse one mask token such as ``band-2``, ``bigbird-1-2-2-s3`` or
     ``local-2+global-1`` (raises :class:`MaskSpecError`, naming the token and
     the expected syntax)."""
+    extra = next((c for c in ":@*" if c in token), None)
+    if extra is not None:  # a layout head's modifiers (the layout splits them off before parsing its mask)
+        raise MaskSpecError(f"'{_short(token)}' is not a mask token: '{extra}' belongs to a layout head "
+                            f"MASK[:gate][@NAME|@@NAME][*N] (--attn-layout), not to its mask")
     if "+" in token:  # Adaptive Axis Attention, Eq. 8
         parts = token.split("+")
         if "" in parts:
@@ -249,10 +278,10 @@ def parse_mask(token: str) -> HeadMask:
     names = [k for k in MASK_KINDS if token == k or token.startswith(k + "-")]
     if not names:
         known = ", ".join(syntax for _, syntax in MASK_KINDS.values())
-        raise MaskSpecError(f"unknown mask kind '{token}' (known: {known})")
+        raise MaskSpecError(f"unknown mask kind '{_short(token)}' (known: {known})")
     kind = max(names, key=len)
     factory, syntax = MASK_KINDS[kind]
     try:
         return factory(token[len(kind):].split("-")[1:])
     except MaskSpecError as e:
-        raise MaskSpecError(f"bad mask '{token}': {e} (expected {syntax})") from None
+        raise MaskSpecError(f"bad mask '{_short(token)}': {e} (expected {syntax})") from None

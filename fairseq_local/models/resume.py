@@ -1,0 +1,127 @@
+"""Refusing to continue training a checkpoint as another model.
+
+The fixed-mask archs share their parameter names and shapes with the
+all-global one, so fairseq would load a run of ``transformer_local_8lochead_all6``
+into ``transformer_local_baseline`` without complaint and train on with every
+head global.  Each encoder therefore saves its **signature** (arch, layout,
+mask mode, and the options that define its learned and file masks) in its
+state dict (``<encoder>._extra_state``), and the models compare it with their
+own when fairseq loads a checkpoint to *resume* (its optimizer state is
+loaded: ``checkpoint_last.pt`` of ``--save-dir``, or ``--restore-file``
+without ``--reset-optimizer``).  A difference is a :class:`ResumeError`, one
+line naming both sides.  Starting a new stage from another model
+(``--restore-file X --reset-optimizer``, ``--finetune-from-model``) is
+allowed and logged.  ``python -m fairseq_local.cli.check_resume CKPT ARGS...``
+makes the same check from a checkpoint's saved options and a fairseq-train
+command line, before a script writes anything.
+"""
+
+import argparse
+import hashlib
+import logging
+import os
+from typing import Any, Dict, List, Mapping, Optional
+
+from ..errors import ResumeError
+from ..modules.layout import format_layout, parse_layout
+from ..modules.learned import DamSpec, LearnedMask
+from ..modules.masks import FileMask
+from ..modules.options import attention_config, resolved
+
+logger = logging.getLogger(__name__)
+EXTRA_STATE = "_extra_state"
+# Option names as a user types them, for messages.
+FLAGS = {"arch": "--arch", "attn_layout": "--attn-layout", "mask_mode": "--mask-mode",
+         "mask_neg": "--mask-neg", "dam_max_len": "--dam-max-len", "dam_per_layer": "--dam-per-layer",
+         "dam_estimator": "--dam-estimator", "dam_no_noise": "--dam-no-noise", "gate_beta": "--gate-beta",
+         "gate_gamma": "--gate-gamma", "gate_zeta": "--gate-zeta", "mask_file": "--mask-file (contents)"}
+
+
+def _getter(cfg: Any):
+    if isinstance(cfg, Mapping):
+        return cfg.get
+    return lambda name, default=None: getattr(cfg, name, default)
+
+
+def _file_digest(path: Optional[str]) -> str:
+    if not path:
+        return "-"
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()[:16]
+    except OSError:
+        return f"unreadable {path}"
+
+
+def model_signature(cfg: Any) -> Dict[str, str]:
+    """The options that define a model's encoder attention, as strings:
+    always the arch, layout (canonical) and mask mode; the DAM options with
+    DAM heads, C with learned masks, the hard-concrete constants with gated
+    heads, and the mask file's digest with ``file`` heads.  ``cfg`` is a
+    fairseq model config (namespace, omegaconf or dict) with arch defaults
+    applied."""
+    get = _getter(cfg)
+    arch = str(get("arch", None) or get("_name", None) or "-")
+    if not get("attn_layout", None):
+        return {"arch": arch}
+    options = resolved(attention_config(argparse.Namespace(**{k: get(k, None) for k in FLAGS})))
+    layout = parse_layout(get("attn_layout"))
+    heads = [h for layer in layout for h in layer.heads]
+    sig = {"arch": arch, "attn_layout": format_layout(layout), "mask_mode": str(options.mask_mode)}
+    names: List[str] = []
+    if any(isinstance(h.mask, DamSpec) for h in heads):
+        names += ["dam_per_layer", "dam_estimator", "dam_no_noise"]
+        sig["dam_max_len"] = str(options.dam_max_len or get("max_source_positions", None)
+                                 or get("max_positions", None) or "-")
+    if any(isinstance(h.mask, LearnedMask) for h in heads):
+        names.append("mask_neg")
+    if any(h.gated for h in heads):
+        names += ["gate_beta", "gate_gamma", "gate_zeta"]
+    sig.update({name: str(getattr(options, name)) for name in names})
+    if any(isinstance(h.mask, FileMask) for h in heads):
+        sig["mask_file"] = _file_digest(get("mask_file", None))
+    return sig
+
+
+def differences(saved: Mapping[str, str], current: Mapping[str, str]) -> List[str]:
+    """``"--flag SAVED vs CURRENT"`` for every option that differs."""
+    return [f"{FLAGS.get(k, k)} {saved.get(k, '-')} vs {current.get(k, '-')}"
+            for k in dict.fromkeys([*saved, *current]) if saved.get(k, "-") != current.get(k, "-")]
+
+
+def is_resume(run_cfg: Any) -> bool:
+    """Whether fairseq-train with options ``run_cfg`` (a namespace or dict;
+    None: not a training run) loads the optimizer state with the model: not
+    under ``--reset-optimizer``, and not a first ``--finetune-from-model``."""
+    if run_cfg is None:
+        return False
+    get = _getter(run_cfg)
+    if get("save_dir", None) is None or get("reset_optimizer", False):
+        return False
+    if get("finetune_from_model", None):
+        return os.path.exists(os.path.join(get("save_dir"), "checkpoint_last.pt"))
+    return True
+
+
+def check_resume(saved: Optional[Mapping[str, str]], current: Mapping[str, str], run_cfg: Any,
+                 source: str = "the checkpoint") -> None:
+    """Raise :class:`ResumeError` if a resume (:func:`is_resume`) would load
+    a model with signature ``saved`` into one with ``current``; log the
+    differences of a new stage.  ``saved`` None (a checkpoint from before
+    signatures) is not checked."""
+    if saved is None:
+        return
+    diff = differences(saved, current)
+    if not diff:
+        return
+    if is_resume(run_cfg):
+        raise ResumeError(f"cannot resume {source} as another model ({'; '.join(diff)}; saved vs this run): "
+                          f"use another --save-dir, or start a new stage from it with --restore-file "
+                          f"and --reset-optimizer")
+    logger.info(f"new stage from {source}: {'; '.join(diff)} (saved vs this run)")
+
+
+def saved_signature(state_dict: Mapping[str, Any], prefix: str) -> Optional[Dict[str, str]]:
+    """The signature an encoder at ``prefix`` saved in ``state_dict``, or None."""
+    extra = state_dict.get(prefix + EXTRA_STATE)
+    return dict(extra["signature"]) if isinstance(extra, Mapping) and "signature" in extra else None

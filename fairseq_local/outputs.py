@@ -1,0 +1,215 @@
+"""Writing a command's output files without losing a user's files.
+
+The rules every ``fairseq-local`` command and script follows:
+
+* an output is never one of the command's own inputs;
+* an existing file is replaced only if it is a previous output of the same
+  command (a mask file by ``export``, a dump by ``attention dump``, ...), or
+  with ``--force``; a fairseq checkpoint is never replaced by anything but a
+  checkpoint;
+* the folder an output goes into must exist and be writable, and every output
+  of a command is checked (:func:`check_outputs`) before any is written;
+* each file is written to a temporary file in the same folder and renamed into
+  place (:func:`atomic_path`), so an interrupted or failed command leaves the
+  old file as it was.
+
+Violations are :class:`OutputError`, printed in one line by the commands.
+"""
+
+import contextlib
+import os
+import tempfile
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional, Sequence, Union
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+class OutputError(ValueError):
+    """An output that would destroy a file, or that cannot be written."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """One output file of a command.
+
+    Args:
+        path: where it goes.
+        what: what it is, for messages ("mask file", "CSV table").
+        ours: whether an existing file at ``path`` is a previous output of the
+            same command (then it is replaced without ``--force``).
+        checkpoint: the output is a fairseq checkpoint (it may replace one
+            with ``--force``; nothing else ever does).
+    """
+
+    path: PathLike
+    what: str
+    ours: Callable[[Path], bool] = lambda path: False
+    checkpoint: bool = False
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return a.exists() and b.exists() and os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def is_checkpoint(path: Path) -> bool:
+    """Whether ``path`` is a fairseq checkpoint (a torch file holding a dict
+    with ``model``); reads no tensor data."""
+    obj = peek_torch(path)
+    return isinstance(obj, dict) and "model" in obj
+
+
+def peek_torch(path: Path) -> Any:
+    """The object in torch file ``path`` with its tensors memory-mapped (so
+    nothing large is read), or None if it is not a torch file."""
+    import torch
+
+    try:
+        if not zipfile.is_zipfile(path):
+            return None
+        return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception:
+        return None
+
+
+def torch_format(marker: str) -> Callable[[Path], bool]:
+    """``ours`` for torch files that hold a dict with ``format == marker``."""
+    def ours(path: Path) -> bool:
+        obj = peek_torch(path)
+        return isinstance(obj, dict) and obj.get("format") == marker
+    return ours
+
+
+def text_starting(*prefixes: str) -> Callable[[Path], bool]:
+    """``ours`` for UTF-8 text files whose first line starts with one of ``prefixes``."""
+    def ours(path: Path) -> bool:
+        try:
+            with open(path, encoding="utf-8") as f:
+                first = f.readline()
+        except (OSError, UnicodeDecodeError):
+            return False
+        return any(first.startswith(p) for p in prefixes)
+    return ours
+
+
+def is_png(path: Path) -> bool:
+    """``ours`` for figures: a PNG file."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(8) == b"\x89PNG\r\n\x1a\n"
+    except OSError:
+        return False
+
+
+def check_folder(folder: Path, what: str) -> None:
+    """:class:`OutputError` unless files can be created in ``folder`` (tried
+    with a temporary file, so it also holds for root and special file systems)."""
+    if not folder.exists():
+        raise OutputError(f"cannot write the {what}: folder '{folder}' does not exist")
+    if not folder.is_dir():
+        raise OutputError(f"cannot write the {what}: '{folder}' is not a folder")
+    try:
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".fairseq-local-probe-"):
+            pass
+    except OSError as e:
+        raise OutputError(f"cannot write the {what} in folder '{folder}': {e.strerror or e}") from None
+
+
+def check_outputs(outputs: Sequence[Output], inputs: Sequence[PathLike] = (), force: bool = False) -> None:
+    """Check every output before anything is written (see the module
+    docstring); raises :class:`OutputError` naming the first problem."""
+    seen = {}
+    for out in outputs:
+        path = Path(out.path)
+        key = os.path.realpath(path)
+        if key in seen:
+            raise OutputError(f"the {out.what} and the {seen[key]} would both be written to '{path}'")
+        seen[key] = out.what
+        for given in inputs:
+            if Path(given) == path or _same(Path(given), path):
+                raise OutputError(f"the {out.what} '{path}' is an input of this command: "
+                                  f"choose another output file")
+        if path.is_dir():
+            raise OutputError(f"cannot write the {out.what}: '{path}' is a folder")
+        check_folder(path.parent if str(path.parent) else Path("."), out.what)
+        if path.exists() and not out.ours(path):
+            if is_checkpoint(path) and not out.checkpoint:
+                raise OutputError(f"'{path}' is a fairseq checkpoint: it is never replaced by a {out.what} "
+                                  f"(choose another output file)")
+            if not force:
+                raise OutputError(f"'{path}' exists and is not a {out.what} written by this command: "
+                                  f"pass --force to replace it, or choose another output file")
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def atomic_path(path: PathLike) -> Iterator[Path]:
+    """A temporary path next to ``path`` (same suffix) that is renamed to
+    ``path`` when the block succeeds, and removed when it fails."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
+                               prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    os.close(fd)
+    try:  # the mode of the file it replaces, else what open() would give (mkstemp's is 0600)
+        mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
+        os.chmod(tmp, mode)
+        yield Path(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def write_text(path: PathLike, text: str) -> None:
+    """Write ``text`` (UTF-8) to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def save_torch(obj: Any, path: PathLike) -> None:
+    """``torch.save`` ``obj`` to ``path`` atomically."""
+    import torch
+
+    with atomic_path(path) as tmp:
+        torch.save(obj, tmp)
+
+
+def save_figure(fig: Any, path: PathLike, **kwargs: Any) -> None:
+    """``fig.savefig`` to ``path`` atomically (the format from its suffix)."""
+    fmt = Path(path).suffix.lstrip(".") or "png"
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format=fmt, **kwargs)
+
+
+def add_force_option(parser: Any) -> None:
+    """Add ``--force`` (replace existing files that are not this command's outputs)."""
+    parser.add_argument("--force", action="store_true",
+                        help="replace existing output files that this command did not write "
+                             "(never a checkpoint with a table, mask file or dump)")
+
+
+def output_error_line(e: BaseException) -> Optional[str]:
+    """The one-line message of an :class:`OutputError` or an :class:`OSError`
+    on a file, else None."""
+    if isinstance(e, OutputError):
+        return str(e)
+    if isinstance(e, OSError):
+        name = f" '{e.filename}'" if e.filename else ""
+        return f"cannot access{name}: {e.strerror or e}"
+    return None
+
+
+__all__ = ["Output", "OutputError", "add_force_option", "atomic_path", "check_folder", "check_outputs",
+           "is_checkpoint", "is_png", "output_error_line", "peek_torch", "save_figure", "save_torch",
+           "text_starting", "torch_format", "write_text"]
