@@ -36,13 +36,18 @@ def user_errors() -> Tuple[Type[BaseException], ...]:
     return (LayoutError, MaskSpecError, OptionError, InputError, OutputError)
 
 
+# fairseq's own bad-input errors, raised as a bare Exception: printed in one
+# line too (e.g. a sentence longer than the model's maximum positions).
+FAIRSEQ_INPUT_ERRORS = ("Size of sample #",)
+
+
 def user_error_in(exc: Optional[BaseException]) -> Optional[BaseException]:
     """``exc`` or the first exception it was raised from or while handling
     (fairseq re-raises load errors as a bare ``Exception``) that is one of
     :func:`user_errors`, else None."""
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, user_errors()):
+        if isinstance(exc, user_errors()) or (type(exc) is Exception and str(exc).startswith(FAIRSEQ_INPUT_ERRORS)):
             return exc
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__

@@ -165,8 +165,13 @@ class LocalTransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        return LocalTransformerEncoder(TransformerConfig.from_namespace(cfg), src_dict, embed_tokens,
-                                       signature=model_signature(cfg))
+        encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(cfg), src_dict, embed_tokens,
+                                          signature=model_signature(cfg))
+        if encoder.max_positions() < cfg.max_source_positions:
+            logger.info(f"the encoder takes sentences of at most {encoder.max_positions()} tokens, the length "
+                        f"its DAM/file masks cover: fairseq skips longer training sentences and refuses "
+                        f"longer validation ones unless --skip-invalid-size-inputs-valid-test")
+        return encoder
 
     def load_state_dict(self, state_dict, strict: bool = True, model_cfg=None, args=None):
         """As fairseq's, refusing to resume another model (:mod:`..resume`)."""

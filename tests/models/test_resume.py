@@ -153,3 +153,29 @@ def test_resume_check_command(tiny_data, all6_run):
     r = subprocess.run(cmd[:-4] + ["--arch", ALL6, "--save-dir", str(all6_run)], cwd=ROOT, env=ENV,
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
+
+
+def test_data_longer_than_the_dam_mask_is_refused_before_training(tiny_data, tmp_path):
+    """--dam-max-len shorter than the data: the encoder's max_positions() is
+    the mask's, so fairseq's validation dry run refuses the longer sentences
+    before any update (one line, no crash.pt, no checkpoint); with
+    --skip-invalid-size-inputs-valid-test fairseq skips them and trains."""
+    args = ["--max-update", "2", "--dam-max-len", "24", "--attn-layout", "[dam-s,global*7]*6"]
+    r = fairseq_train(tiny_data, "transformer_dam_s", tmp_path / "s", *args)
+    assert r.returncode != 0
+    one_line_error(r.stderr.replace(r.stdout, ""), "is invalid", "max_positions=(24, 1024)",
+                   "--skip-invalid-size-inputs-valid-test")
+    assert "takes sentences of at most 24 tokens" in r.stdout + r.stderr
+    assert not list(tmp_path.rglob("*.pt")) and not (ROOT / "checkpoints" / "crash.pt").exists()
+    r = fairseq_train(tiny_data, "transformer_dam_s", tmp_path / "s", *args, "--skip-invalid-size-inputs-valid-test")
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "have invalid sizes and will be skipped" in r.stdout + r.stderr
+
+
+def test_fairseqs_too_long_sample_error_is_one_line():
+    code = ("import fairseq_local\n"
+            "raise Exception('Size of sample #3 is invalid (=(90, 12)) since max_positions=(8, 1024), "
+            "skip this example with --skip-invalid-size-inputs-valid-test')")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True)
+    assert r.returncode == 1
+    one_line_error(r.stderr, "Size of sample #3 is invalid", "max_positions=(8, 1024)")
