@@ -49,6 +49,8 @@ def user_error_in(exc: Optional[BaseException]) -> Optional[BaseException]:
     while exc is not None and id(exc) not in seen:
         if isinstance(exc, user_errors()) or (type(exc) is Exception and str(exc).startswith(FAIRSEQ_INPUT_ERRORS)):
             return exc
+        if type(exc) is not Exception:  # only fairseq's bare re-raise is looked behind, never a real error
+            return None
         seen.add(id(exc))
         exc = exc.__cause__ or exc.__context__
     return None

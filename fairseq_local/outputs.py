@@ -11,18 +11,24 @@ The rules every ``fairseq-local`` command and script follows:
   of a command is checked (:func:`check_outputs`) before any is written;
 * each file is written to a temporary file in the same folder and renamed into
   place (:func:`atomic_path`), so an interrupted or failed command leaves the
-  old file as it was.
+  old file as it was; a symbolic link is written through (its target is
+  replaced, the link stays);
+* a file found at an output path is judged (a checkpoint? a previous
+  output?) without unpickling it (:func:`pickled_strings`); a legacy
+  (non-zip) torch file counts as a checkpoint.
 
 Violations are :class:`OutputError`, printed in one line by the commands.
 """
 
 import contextlib
+import io
 import os
+import pickletools
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, Iterator, Optional, Sequence, Set, Union
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -57,16 +63,60 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
-def is_checkpoint(path: Path) -> bool:
-    """Whether ``path`` is a fairseq checkpoint (a torch file holding a dict
-    with ``model``); reads no tensor data."""
-    obj = peek_torch(path)
-    return isinstance(obj, dict) and "model" in obj
+def pickled_strings(path: PathLike) -> Optional[Set[str]]:
+    """The strings in the pickle of torch (zip) file ``path``: its dict keys,
+    string values and class names, read with :func:`pickletools.genops`
+    without unpickling anything (no code of the file runs); None if it is not
+    a torch zip file (or its pickle is missing or truncated)."""
+    try:
+        with zipfile.ZipFile(path) as z:
+            name = next(n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl"))
+            data = z.read(name)
+        return {arg for _, arg, _ in pickletools.genops(data) if isinstance(arg, str)}
+    except Exception:  # not a zip, no pickle, a truncated pickle
+        return None
 
 
-def peek_torch(path: Path) -> Any:
+# The first object of a legacy (non-zip, torch < 1.6 or _use_new_zipfile_serialization=False)
+# torch file: torch.serialization.MAGIC_NUMBER, pickled.
+_LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
+
+
+def is_legacy_torch(path: PathLike) -> bool:
+    """Whether ``path`` is a legacy (non-zip) torch file: it starts with the
+    pickled magic number of ``torch.save``; read by opcodes, nothing unpickled."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(64)
+        for op, arg, _ in pickletools.genops(io.BytesIO(head)):
+            if op.name in ("PROTO", "FRAME"):
+                continue
+            return arg == _LEGACY_MAGIC
+    except Exception:  # unreadable, not a pickle
+        pass
+    return False
+
+
+def is_checkpoint(path: PathLike) -> bool:
+    """Whether ``path`` may be a fairseq checkpoint, judged without
+    unpickling it (:func:`pickled_strings`): a torch zip file whose pickle
+    names ``model`` and one of ``cfg``, ``args``, ``optimizer_history``; or,
+    conservatively, any legacy (non-zip) torch file, which cannot be read
+    without unpickling it."""
+    strings = pickled_strings(path)
+    if strings is None:
+        return is_legacy_torch(path)
+    return "model" in strings and bool(strings & {"cfg", "args", "optimizer_history"})
+
+
+def peek_torch(path: PathLike) -> Any:
     """The object in torch file ``path`` with its tensors memory-mapped (so
-    nothing large is read), or None if it is not a torch file."""
+    nothing large is read), or None if it is not a torch zip file.
+
+    For INPUT files only (a checkpoint the user names to read): it unpickles
+    with ``weights_only=False``, which runs any code the pickle holds.  Never
+    use it to probe a file found at an output path; use
+    :func:`pickled_strings`, :func:`is_checkpoint` or :func:`torch_format`."""
     import torch
 
     try:
@@ -78,10 +128,12 @@ def peek_torch(path: Path) -> Any:
 
 
 def torch_format(marker: str) -> Callable[[Path], bool]:
-    """``ours`` for torch files that hold a dict with ``format == marker``."""
+    """``ours`` for torch files that hold a dict with ``format == marker``,
+    judged by :func:`pickled_strings` (nothing unpickled): the pickle holds
+    both the string ``format`` and ``marker``."""
     def ours(path: Path) -> bool:
-        obj = peek_torch(path)
-        return isinstance(obj, dict) and obj.get("format") == marker
+        strings = pickled_strings(path)
+        return strings is not None and "format" in strings and marker in strings
     return ours
 
 
@@ -155,15 +207,21 @@ def _umask() -> int:
 @contextlib.contextmanager
 def atomic_path(path: PathLike) -> Iterator[Path]:
     """A temporary path next to ``path`` (same suffix) that is renamed to
-    ``path`` when the block succeeds, and removed when it fails."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent if str(path.parent) else ".",
-                               prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
+    ``path`` when the block succeeds, and removed when it fails.
+
+    A symbolic link is written through: the temporary file goes next to the
+    link's target and replaces the target, so the link stays.  The new file
+    gets the mode of the file it replaces (else what ``open()`` would give),
+    set after the block's writes, so a read-only old file does not make them
+    fail."""
+    path = Path(os.path.realpath(path))
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=f".tmp{path.suffix}")
     os.close(fd)
-    try:  # the mode of the file it replaces, else what open() would give (mkstemp's is 0600)
+    try:
+        yield Path(tmp)
+        # the mode of the file it replaces, else what open() would give (mkstemp's is 0600)
         mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
         os.chmod(tmp, mode)
-        yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -185,9 +243,24 @@ def save_torch(obj: Any, path: PathLike) -> None:
         torch.save(obj, tmp)
 
 
+def figure_format(path: PathLike, what: str = "figure") -> str:
+    """The matplotlib format of a figure written to ``path``: its suffix
+    (``png`` without one); :class:`OutputError` (one line) for a format that
+    matplotlib cannot write, checked before anything is written."""
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    from matplotlib.figure import Figure
+
+    supported = Figure().canvas.get_supported_filetypes()
+    if fmt not in supported:
+        raise OutputError(f"cannot write the {what} '{path}': unknown figure format '.{fmt}' "
+                          f"(use one of {', '.join('.' + f for f in sorted(supported))})")
+    return fmt
+
+
 def save_figure(fig: Any, path: PathLike, **kwargs: Any) -> None:
-    """``fig.savefig`` to ``path`` atomically (the format from its suffix)."""
-    fmt = Path(path).suffix.lstrip(".") or "png"
+    """``fig.savefig`` to ``path`` atomically (the format from its suffix,
+    :func:`figure_format`)."""
+    fmt = figure_format(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format=fmt, **kwargs)
 
@@ -211,5 +284,5 @@ def output_error_line(e: BaseException) -> Optional[str]:
 
 
 __all__ = ["Output", "OutputError", "add_force_option", "atomic_path", "check_folder", "check_outputs",
-           "is_checkpoint", "is_png", "output_error_line", "peek_torch", "save_figure", "save_torch",
-           "text_starting", "torch_format", "write_text"]
+           "figure_format", "is_checkpoint", "is_legacy_torch", "is_png", "output_error_line", "peek_torch",
+           "pickled_strings", "save_figure", "save_torch", "text_starting", "torch_format", "write_text"]

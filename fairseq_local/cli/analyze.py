@@ -74,7 +74,10 @@ def check_output_folder(folder: str, files: Sequence[Output], inputs: Sequence[s
             ancestor = ancestor.parent
         if not ancestor.is_dir():
             raise OutputError(f"cannot create the {what} '{parent}': '{ancestor}' is a file, not a folder")
-        outputs.check_folder(ancestor, what)
+        try:
+            outputs.check_folder(ancestor, what)
+        except OutputError as e:
+            raise OutputError(f"cannot create the {what} '{parent}': {e}") from None
     outputs.check_outputs(present, inputs=[i for i in inputs if i], force=force)
 
 

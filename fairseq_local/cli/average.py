@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 
 from ..errors import InputError
-from ..outputs import Output, add_force_option, check_outputs, peek_torch, save_torch
+from ..outputs import Output, add_force_option, check_outputs, pickled_strings, save_torch
 from .common import command_parser
 
 _SKIP = re.compile(r"^checkpoint_(best|last|avg\d+)\.pt$")
@@ -54,9 +54,11 @@ def _load(path: Path) -> Dict[str, Any]:
 
 
 def is_average(path: Path) -> bool:
-    """Whether ``path`` is a checkpoint written by this command (it has :data:`MARKER`)."""
-    obj = peek_torch(path)
-    return isinstance(obj, dict) and "model" in obj and MARKER in obj
+    """Whether ``path`` is a checkpoint written by this command (it has
+    :data:`MARKER`); judged from the strings of its pickle, without
+    unpickling it (it may be a file found at the output path)."""
+    strings = pickled_strings(path)
+    return strings is not None and "model" in strings and MARKER in strings
 
 
 def _legacy_average(path: Path, run_dir: Path) -> bool:
@@ -67,6 +69,37 @@ def _legacy_average(path: Path, run_dir: Path) -> bool:
         return bool(re.fullmatch(r"checkpoint_avg\d+\.pt", path.name)) and path.parent.samefile(run_dir)
     except OSError:
         return False
+
+
+# Where an encoder saves its signature (fairseq_local.models.resume):
+# ``<prefix>_extra_state["signature"]``.
+_ENCODER_PREFIXES = ("encoder.", "encoder.sentence_encoder.")
+
+
+def signature(model: Dict[str, Any]) -> Optional[Dict[str, str]]:
+    """The signature (arch, layout, mask options) that the encoder saved in
+    the state dict ``model``, or None for a checkpoint saved without one."""
+    for prefix in _ENCODER_PREFIXES:
+        extra = model.get(prefix + "_extra_state")
+        if isinstance(extra, dict) and isinstance(extra.get("signature"), dict):
+            return {str(k): str(v) for k, v in extra["signature"].items()}
+    return None
+
+
+def check_same_signature(path: Path, model: Dict[str, Any], newest: Path, newest_model: Dict[str, Any]) -> None:
+    """:class:`InputError` (one line, naming both files and the differing
+    options) if the two checkpoints' encoders saved different signatures:
+    fixed-mask archs share parameter names and shapes, so the tensors alone
+    cannot tell them apart.  A checkpoint without a signature is not checked."""
+    from ..models.resume import differences
+
+    mine, theirs = signature(model), signature(newest_model)
+    if mine is None or theirs is None:
+        return
+    diff = differences(mine, theirs)
+    if diff:
+        raise InputError(f"{path} and {newest} are checkpoints of different models "
+                         f"({'; '.join(diff)}, the first's vs the second's): not the same model")
 
 
 def _num_updates(state: Dict[str, Any]) -> int:
@@ -100,13 +133,16 @@ def average(paths: List[Path]) -> Dict[str, Any]:
     """The first checkpoint of ``paths`` with its floating-point parameters
     averaged over all; other tensors and non-tensor entries (a module's
     ``_extra_state``) are the first's, unchanged.  It carries :data:`MARKER`.
-    Raises :class:`InputError` for checkpoints of different models."""
+    Raises :class:`InputError` for checkpoints of different models: other
+    parameter names or shapes, or other saved signatures (arch, layout, mask
+    options; :func:`check_same_signature`)."""
     newest = _load(paths[0])
     tensors = {k: v for k, v in newest["model"].items() if isinstance(v, torch.Tensor)}
     sums: "OrderedDict[str, torch.Tensor]" = OrderedDict(
         (k, v.double().clone()) for k, v in tensors.items() if v.is_floating_point())
     for path in paths[1:]:
         model = _load(path)["model"]
+        check_same_signature(path, model, paths[0], newest["model"])
         other = {k: v for k, v in model.items() if isinstance(v, torch.Tensor)}
         if set(other) != set(tensors):
             key = sorted(set(other) ^ set(tensors))[0]

@@ -218,7 +218,7 @@ def check_markdown(p: argparse.ArgumentParser, markdown: str, force: bool) -> No
     path = Path(markdown)
     folder = path.parent if str(path.parent) else Path(".")
     if not folder.exists():
-        p.error(f"--markdown: No such file or directory: folder '{folder}' does not exist")
+        p.error(f"--markdown: No such file or directory: folder '{folder}' (of '{path}')")
     try:
         check_outputs([Output(path, "Markdown file", ours=is_text)], force=force)
     except (OutputError, OSError) as e:

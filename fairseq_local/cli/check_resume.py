@@ -8,23 +8,33 @@ import sys
 from typing import List, Optional
 
 from ..errors import InputError
-from ..models.resume import check_resume, model_signature
+from ..models.resume import check_resume, model_signature, saved_signature
+
+PREFIXES = ("encoder.", "encoder.sentence_encoder.")  # where the NMT and RoBERTa encoders save theirs
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """Exit status 0 if the resume is safe; raises a one-line error if not."""
     argv = list(sys.argv[1:] if argv is None else argv)
     from fairseq import options
 
-    from ..checkpoint_compat import read_checkpoint
+    from ..checkpoint_compat import check_checkpoint, load_torch_file
 
     logging.getLogger("fairseq.utils").setLevel(logging.WARNING)  # "--user-dir ... already imported"
     ckpt, train_args = argv[0], argv[1:]
     try:
-        saved_cfg, _ = read_checkpoint(ckpt)
+        state = load_torch_file(ckpt, mmap=True)
+        check_checkpoint(ckpt, state)
     except (OSError, ValueError) as e:
         raise InputError(f"cannot resume from '{ckpt}': {e} (move it away to start the run afresh)") from None
     args = options.parse_args_and_arch(options.get_training_parser(), train_args)
-    check_resume(model_signature(saved_cfg), model_signature(args), args, f"'{ckpt}'")
+    # The signature the encoder saved, as the plugin compares it; from the
+    # saved options for checkpoints written before signatures.
+    saved = next(filter(None, (saved_signature(state["model"], p) for p in PREFIXES)), None)
+    if saved is None:
+        cfg = state.get("cfg") or {}
+        saved = model_signature((cfg.get("model") if hasattr(cfg, "get") else None) or state.get("args") or {})
+    check_resume(saved, model_signature(args), args, f"'{ckpt}'")
     return 0
 
 

@@ -93,7 +93,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if os.path.exists(args.output) and os.path.exists(args.input) and os.path.samefile(args.input, args.output):
-        parser.error("OUT.pt must not be IN.pt")
+        parser.error(f"OUT.pt must not be IN.pt (both are '{args.output}')")
     try:  # before the slow work: OUT.pt is writable and replaces nothing of the user's
         check_outputs([Output(args.output, "converted checkpoint", ours=is_converted, checkpoint=True)],
                       inputs=[args.input], force=args.force)

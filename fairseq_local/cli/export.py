@@ -239,12 +239,17 @@ def draw(masks: Dict[str, dict], path: str, title: str) -> None:
 
 def write(args, data: dict) -> None:
     """Write the mask file ``data`` to ``--out`` and, with ``--png``, its
-    figure (drawn before either file is written), each atomically."""
+    figure (drawn before either file is written): both go to temporary files
+    first and are renamed into place only when both are written, so a
+    failure leaves the old files as they were."""
     fig = figure(data["masks"], f"{args.checkpoint} ({data['method']})") if args.png else None
     try:
-        outputs.save_torch(data, args.out)
-        if fig is not None:
-            outputs.save_figure(fig, args.png, dpi=120)
+        with outputs.atomic_path(args.out) as out_tmp:
+            torch.save(data, out_tmp)
+            if fig is not None:
+                fmt = outputs.figure_format(args.png)
+                with outputs.atomic_path(args.png) as png_tmp:
+                    fig.savefig(png_tmp, format=fmt, dpi=120)
     finally:
         if fig is not None:
             import matplotlib.pyplot as plt
@@ -273,11 +278,14 @@ def build_parser():
 def check_outputs(args) -> None:
     """Check the mask file and the figure before anything is written: neither
     may be the checkpoint, replace a checkpoint, or (without --force) replace
-    a file that export did not write; raises OutputError."""
+    a file that export did not write, and the figure's suffix must be a
+    format matplotlib writes; raises OutputError."""
     wanted = [outputs.Output(args.out, "mask file", ours=outputs.torch_format(MASK_FILE_FORMAT))]
     if args.png:
         wanted.append(outputs.Output(args.png, "figure", ours=outputs.is_png))
     outputs.check_outputs(wanted, inputs=[args.checkpoint], force=args.force)
+    if args.png:
+        outputs.figure_format(args.png)  # a format matplotlib cannot write: one line, nothing written
 
 
 def main(argv: Optional[List[str]] = None) -> None:

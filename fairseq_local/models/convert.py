@@ -53,11 +53,12 @@ class ConversionError(InputError):
 
 def is_converted(path) -> bool:
     """Whether the file at ``path`` is a checkpoint written by
-    :func:`convert_checkpoint` (it has :data:`MARKER`); reads no tensor data."""
-    from ..outputs import peek_torch
+    :func:`convert_checkpoint` (it has :data:`MARKER`), from its pickle's
+    strings: nothing in the file is run."""
+    from ..outputs import pickled_strings
 
-    obj = peek_torch(path)
-    return isinstance(obj, dict) and "model" in obj and MARKER in obj
+    strings = pickled_strings(path)
+    return strings is not None and "model" in strings and MARKER in strings
 
 
 def read_stock_checkpoint(path: str) -> Tuple[Dict[str, Any], argparse.Namespace]:

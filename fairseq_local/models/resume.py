@@ -116,8 +116,8 @@ def check_resume(saved: Optional[Mapping[str, str]], current: Mapping[str, str],
         return
     if is_resume(run_cfg):
         raise ResumeError(f"cannot resume {source} as another model ({'; '.join(diff)}; saved vs this run): "
-                          f"use another --save-dir, or start a new stage from it with --restore-file "
-                          f"and --reset-optimizer")
+                          f"give the options (and mask file) it was saved with, use another --save-dir, or "
+                          f"start a new stage from it with --restore-file and --reset-optimizer")
     logger.info(f"new stage from {source}: {'; '.join(diff)} (saved vs this run)")
 
 

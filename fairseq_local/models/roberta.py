@@ -50,12 +50,19 @@ class LocalRobertaEncoder(RobertaEncoder):
         encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(args), dictionary, embed_tokens,
                                           signature=model_signature(args))
         covered = min(mask_position_limits(encoder.attention_modules()), default=args.max_positions)
-        if covered < args.max_positions:  # a block of --max-positions tokens would not fit the mask
-            raise OptionError(f"the DAM/file masks cover {covered} positions, fewer than --max-positions "
-                              f"{args.max_positions}: use --dam-max-len {args.max_positions}, or export the "
-                              f"mask file with --n {args.max_positions}")
+        block = getattr(args, "tokens_per_sample", None) if getattr(args, "task", None) == "masked_lm" else None
+        if block is not None and block > covered:  # every masked-LM block would be skipped
+            raise OptionError(f"the DAM/file masks cover {covered} positions, fewer than the {block} of "
+                              f"--tokens-per-sample: use --dam-max-len {block}, or export the mask file "
+                              f"with --n {block}")
         encoder.apply(init_bert_params)
         return encoder
+
+    def max_positions(self) -> int:
+        """fairseq's limit (``--max-positions``), lowered to the positions
+        that DAM and ``file`` masks cover: fairseq skips (training) or refuses
+        (validation) longer inputs, as for any model."""
+        return min(self.args.max_positions, self.sentence_encoder.max_positions())
 
     def extract_features(self, src_tokens, return_all_hiddens: bool = False, **kwargs):
         """As :meth:`RobertaEncoder.extract_features`: features (B, T, C) and

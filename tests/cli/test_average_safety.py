@@ -111,6 +111,33 @@ def test_bad_checkpoints_in_the_run_are_one_line(run_dir, tmp_path, capsys, bad,
     assert not (tmp_path / "avg.pt").exists() and digest([run_dir]) == before
 
 
+def signed(layout: str, prefix: str = "encoder.") -> Dict:
+    """The ``_extra_state`` entry in which an encoder saves its signature."""
+    return {f"{prefix}_extra_state": {"signature": {"arch": "transformer_local", "attn_layout": layout,
+                                                    "mask_mode": "bool"}}}
+
+
+@pytest.mark.parametrize("prefix", ["encoder.", "encoder.sentence_encoder."])
+def test_checkpoints_of_different_fixed_mask_archs_are_refused(tmp_path, capsys, prefix):
+    """Fixed-mask archs share parameter names and shapes: the saved
+    signatures tell them apart."""
+    run = tmp_path / "run"
+    run.mkdir()
+    save_checkpoint(run / "checkpoint1.pt", 10, 1.0, extra=signed("[global*8]*6", prefix))
+    save_checkpoint(run / "checkpoint2.pt", 20, 3.0, extra=signed("[band-1*8]*6", prefix))
+    before = digest([tmp_path])
+    status, out, err = run_command(capsys, ["average", run, "--num", "2", "--output", tmp_path / "avg.pt"])
+    assert status == 1 and out == ""
+    one_line_error(err, "checkpoint1.pt", "checkpoint2.pt", "different models",
+                   "--attn-layout [global*8]*6 vs [band-1*8]*6", "not the same model")
+    assert digest([tmp_path]) == before
+    # the same signature averages
+    save_checkpoint(run / "checkpoint1.pt", 10, 1.0, extra=signed("[band-1*8]*6", prefix))
+    assert run_command(capsys, ["average", run, "--num", "2", "--output", tmp_path / "avg.pt"])[0] == 0
+    assert load(tmp_path / "avg.pt")["model"][f"{prefix}_extra_state"] == signed("[band-1*8]*6", prefix)[
+        f"{prefix}_extra_state"]
+
+
 def test_too_few_checkpoints_is_one_line(run_dir, tmp_path, capsys):
     status, _, err = run_command(capsys, ["average", run_dir, "--num", "9", "--output", tmp_path / "avg.pt"])
     assert status == 1

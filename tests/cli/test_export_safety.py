@@ -124,6 +124,39 @@ def test_export_unwritable_outputs_write_nothing(ckpt, tmp_path, capsys, which):
         assert digest([tmp_path]) == before, case  # neither output written, no temporary file left
 
 
+def test_export_unknown_figure_format_is_one_line_before_anything_is_written(ckpt, tmp_path, capsys):
+    work = tmp_path / "work"
+    work.mkdir()
+    before = digest([tmp_path])
+    status, out, err = run_command(capsys, ["export", ckpt, "--out", work / "m.pt", "--png", work / "m.xyz"])
+    assert status == 1 and out == ""
+    one_line_error(err, "m.xyz", "unknown figure format '.xyz'", ".png")
+    assert digest([tmp_path]) == before
+    # another format matplotlib writes is fine
+    assert run_command(capsys, ["export", ckpt, "--out", work / "m.pt", "--png", work / "m.svg"])[0] == 0
+    assert b"<svg" in (work / "m.svg").read_bytes()
+
+
+def test_export_failing_figure_leaves_both_old_outputs(ckpt, tmp_path, capsys, monkeypatch):
+    """The mask file and the figure are renamed into place only when both are
+    written: a figure that fails (a full disk) leaves the old pair."""
+    from matplotlib.figure import Figure
+
+    out, png = tmp_path / "masks.pt", tmp_path / "masks.png"
+    assert run_command(capsys, ["export", ckpt, "--out", out, "--png", png])[0] == 0
+    before = digest([tmp_path])
+
+    def full_disk(self, fname, **kwargs):
+        Path(fname).write_bytes(b"\x89PNG half")
+        raise OSError(28, "No space left on device", str(fname))
+
+    monkeypatch.setattr(Figure, "savefig", full_disk)
+    status, _, err = run_command(capsys, ["export", ckpt, "--out", out, "--png", png, "--prune", "50"])
+    assert status == 1
+    one_line_error(err, "No space left on device")
+    assert digest([tmp_path]) == before  # old mask file and figure, no temporary file left
+
+
 # ---------------------------------------------------------------- export / gates inputs
 
 

@@ -113,6 +113,7 @@ def test_unwritable_or_input_output_is_one_line_and_changes_nothing(inputs, tmp_
     before = digest([inputs["tmp"], tmp_path])
     status, stdout, err = run_command(capsys, case.argv(inputs, out))
     assert status in (1, 2), (name, bad, status, err)
-    one_line_error(err)
+    line = one_line_error(err)
+    assert str(out) in line or str(Path(out).parent) in line, line  # names the output it refuses
     assert digest([inputs["tmp"], tmp_path]) == before, (name, bad)
     assert not list(tmp_path.rglob(".*.tmp*")) and not list(inputs["tmp"].rglob(".*.tmp*"))

@@ -54,7 +54,7 @@ def test_fairseq_train_refuses_to_resume_another_model(tiny_data, all6_run, tmp_
     line = one_line_error(r.stderr.replace(r.stdout, ""), "cannot resume", needle, "--reset-optimizer")
     assert "saved vs this run" in line
     assert {p.name: sha(p) for p in all6_run.glob("*.pt")} == before
-    assert not (all6_run / "crash.pt").exists() and not (ROOT / "checkpoints" / "crash.pt").exists()
+    assert not (all6_run / "crash.pt").exists()
 
 
 def test_a_new_stage_from_another_arch_is_allowed(tiny_data, all6_run, tmp_path):
@@ -115,10 +115,11 @@ def test_build_time_checks(capsys):
     enc = build_encoder("transformer_dam_s", dict(dam_max_len=64, encoder_embed_dim=16, encoder_layers=2,
                                                   encoder_attention_heads=2, attn_layout="[dam-s,global]*2"))
     assert enc.max_positions() == 64  # fairseq skips or refuses longer sentences before training
-    with pytest.raises(OptionError, match="cover 64 positions, fewer than --max-positions 512"):
-        build_roberta("roberta_dam_s", dict(dam_max_len=64, encoder_layers=2, encoder_embed_dim=16,
-                                            encoder_ffn_embed_dim=32, encoder_attention_heads=2,
-                                            attn_layout="[dam-s,global]*2"))
+    small = dict(dam_max_len=64, encoder_layers=2, encoder_embed_dim=16, encoder_ffn_embed_dim=32,
+                 encoder_attention_heads=2, attn_layout="[dam-s,global]*2")
+    assert build_roberta("roberta_dam_s", small).encoder.max_positions() == 64  # was 512
+    with pytest.raises(OptionError, match="cover 64 positions, fewer than the 512 of --tokens-per-sample"):
+        build_roberta("roberta_dam_s", dict(small, task="masked_lm", tokens_per_sample=512))
 
 
 def test_flex_on_cpu_is_refused_before_training(tiny_data, tmp_path):
@@ -128,17 +129,18 @@ def test_flex_on_cpu_is_refused_before_training(tiny_data, tmp_path):
                       "--attn-impl", "flex", "--attention-dropout", "0", "--cpu")
     assert r.returncode != 0
     one_line_error(r.stderr.replace(r.stdout, ""), "--attn-impl flex cannot train here", "no backward on CPU")
-    assert not list(tmp_path.rglob("crash.pt")) and not (ROOT / "checkpoints" / "crash.pt").exists()
+    assert not list(tmp_path.rglob("crash.pt"))
 
 
 def test_unused_penalty_weights_warn_once(tiny_data, tmp_path):
     r = fairseq_train(tiny_data, "transformer_local_baseline", tmp_path / "s", "--max-update", "2",
                       "--criterion", "label_smoothed_cross_entropy_with_sparsity", "--gate-lambda", "0.1",
-                      "--dam-lambda", "0.2", "--mask-file", str(tmp_path / "none.pt"))
+                      "--dam-lambda", "0.2", "--aaa-alpha", "0.3", "--mask-file", str(tmp_path / "none.pt"))
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout + r.stderr
     assert out.count("warning: --gate-lambda 0.1 has no effect: the model has no ':gate' heads") == 1
-    assert out.count("warning: --dam-lambda 0.2 has no effect") == 1
+    assert out.count("warning: --dam-lambda 0.2 has no effect: the model has no dam-u/dam-s heads") == 1
+    assert out.count("warning: --aaa-alpha 0.3 has no effect: the model has no aaa heads") == 1
     assert out.count("is not used: the layout has no 'file' heads") == 1
 
 
@@ -166,7 +168,7 @@ def test_data_longer_than_the_dam_mask_is_refused_before_training(tiny_data, tmp
     one_line_error(r.stderr.replace(r.stdout, ""), "is invalid", "max_positions=(24, 1024)",
                    "--skip-invalid-size-inputs-valid-test")
     assert "takes sentences of at most 24 tokens" in r.stdout + r.stderr
-    assert not list(tmp_path.rglob("*.pt")) and not (ROOT / "checkpoints" / "crash.pt").exists()
+    assert not list(tmp_path.rglob("*.pt"))
     r = fairseq_train(tiny_data, "transformer_dam_s", tmp_path / "s", *args, "--skip-invalid-size-inputs-valid-test")
     assert r.returncode == 0, r.stderr[-2000:]
     assert "have invalid sizes and will be skipped" in r.stdout + r.stderr

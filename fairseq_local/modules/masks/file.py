@@ -2,30 +2,17 @@
 "two-stage"), read from ``--mask-file``."""
 
 import os
-import pickletools
-import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Dict, Optional, Set
+from typing import Any, Dict
 
 import torch
 
+from ...outputs import pickled_strings as _pickled_strings
 from .base import MaskSpecError, to_device
 from .patterns import PositionMask, _axis
 
 MASK_FILE_FORMAT = "fairseq-local-masks/1"
-
-
-def _pickled_strings(path: str) -> Optional[Set[str]]:
-    """The strings in the pickle of torch file ``path`` (keys, class names),
-    read without unpickling anything; None if it is not a torch zip file."""
-    try:
-        with zipfile.ZipFile(path) as z:
-            name = next(n for n in z.namelist() if n == "data.pkl" or n.endswith("/data.pkl"))
-            data = z.read(name)
-        return {arg for _, arg, _ in pickletools.genops(data) if isinstance(arg, str)}
-    except Exception:  # not a zip, no pickle, a truncated pickle
-        return None
 
 
 def _what_else(path: str, data: Any = None) -> str:
