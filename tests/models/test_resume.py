@@ -181,3 +181,32 @@ def test_fairseqs_too_long_sample_error_is_one_line():
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert r.returncode == 1
     one_line_error(r.stderr, "Size of sample #3 is invalid", "max_positions=(8, 1024)")
+
+
+def _arch_signature(arch: str, **options):
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    args = argparse.Namespace(arch=arch, **options)
+    ARCH_CONFIG_REGISTRY[arch](args)
+    return model_signature(args)
+
+
+def test_every_named_arch_refuses_every_other_and_other_modes():
+    """Every pair of named archs (NMT and RoBERTa), and each arch under the
+    other mask mode: a resume is refused, and a fixed-mask arch differs from
+    the all-global one in its layout, not only in its name."""
+    from fairseq_local.models.archs import NAMED_ARCHS, ROBERTA_ARCHS
+
+    run = dict(save_dir="x", reset_optimizer=False)
+    archs = [c.arch for c in (*NAMED_ARCHS, *ROBERTA_ARCHS)]
+    sigs = {a: _arch_signature(a) for a in archs}
+    for a in archs:
+        for b in archs:
+            if a != b:
+                with pytest.raises(ResumeError):
+                    check_resume(sigs[a], sigs[b], run)
+        other = "pre" if sigs[a]["mask_mode"] == "post" else "post"
+        with pytest.raises(ResumeError, match="--mask-mode"):
+            check_resume(sigs[a], _arch_signature(a, mask_mode=other), run)
+    assert differences(sigs["transformer_local_8lochead_all6"], sigs["transformer_local_baseline"])[1].startswith(
+        "--attn-layout")
