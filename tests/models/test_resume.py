@@ -40,6 +40,7 @@ def all6_run(tiny_data, tmp_path_factory):
     return save
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch, extra, needle", [
     ("transformer_local_baseline", [], "--arch transformer_local_8lochead_all6 vs transformer_local_baseline"),
     (ALL6, ["--mask-mode", "pre"], "--mask-mode post vs pre"),
@@ -57,6 +58,7 @@ def test_fairseq_train_refuses_to_resume_another_model(tiny_data, all6_run, tmp_
     assert not (all6_run / "crash.pt").exists()
 
 
+@pytest.mark.slow
 def test_a_new_stage_from_another_arch_is_allowed(tiny_data, all6_run, tmp_path):
     """--restore-file X --reset-optimizer starts a new run from other weights."""
     r = fairseq_train(tiny_data, "transformer_local_baseline", tmp_path / "b", "--max-update", "3",
@@ -66,6 +68,7 @@ def test_a_new_stage_from_another_arch_is_allowed(tiny_data, all6_run, tmp_path)
     assert "new stage from" in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_same_model_resumes(tiny_data, all6_run):
     r = fairseq_train(tiny_data, ALL6, all6_run, "--max-update", "3")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -122,6 +125,7 @@ def test_build_time_checks(capsys):
         build_roberta("roberta_dam_s", dict(small, task="masked_lm", tokens_per_sample=512))
 
 
+@pytest.mark.slow
 def test_flex_on_cpu_is_refused_before_training(tiny_data, tmp_path):
     """--attn-impl flex on the CPU: one line when training starts, before
     fairseq's first step, so no crash.pt anywhere."""
@@ -132,6 +136,7 @@ def test_flex_on_cpu_is_refused_before_training(tiny_data, tmp_path):
     assert not list(tmp_path.rglob("crash.pt"))
 
 
+@pytest.mark.slow
 def test_unused_penalty_weights_warn_once(tiny_data, tmp_path):
     r = fairseq_train(tiny_data, "transformer_local_baseline", tmp_path / "s", "--max-update", "2",
                       "--criterion", "label_smoothed_cross_entropy_with_sparsity", "--gate-lambda", "0.1",
@@ -144,6 +149,7 @@ def test_unused_penalty_weights_warn_once(tiny_data, tmp_path):
     assert out.count("is not used: the layout has no 'file' heads") == 1
 
 
+@pytest.mark.slow
 def test_resume_check_command(tiny_data, all6_run):
     """python -m fairseq_local.cli.check_resume, the scripts' check before they write."""
     cmd = [sys.executable, "-m", "fairseq_local.cli.check_resume", str(all6_run / "checkpoint_last.pt"),
@@ -157,6 +163,7 @@ def test_resume_check_command(tiny_data, all6_run):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.slow
 def test_data_longer_than_the_dam_mask_is_refused_before_training(tiny_data, tmp_path):
     """--dam-max-len shorter than the data: the encoder's max_positions() is
     the mask's, so fairseq's validation dry run refuses the longer sentences
@@ -174,6 +181,7 @@ def test_data_longer_than_the_dam_mask_is_refused_before_training(tiny_data, tmp
     assert "have invalid sizes and will be skipped" in r.stdout + r.stderr
 
 
+@pytest.mark.slow
 def test_fairseqs_too_long_sample_error_is_one_line():
     code = ("import fairseq_local\n"
             "raise Exception('Size of sample #3 is invalid (=(90, 12)) since max_positions=(8, 1024), "
