@@ -117,6 +117,15 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]
     fairseq checkpoint: truncated, not a torch file, a mask file, a dump."""
     state = load_torch_file(path)
     check_checkpoint(path, state)
+    model = state["model"]
+    if isinstance(model, dict):  # without the encoders' saved signatures (fairseq_local.models.resume)
+        model = {k: v for k, v in model.items() if not k.endswith("_extra_state")}
+    return model_options(state), model
+
+
+def model_options(state: Dict[str, Any]) -> Dict[str, Any]:
+    """The model options (as a dict) of a loaded fairseq checkpoint:
+    ``cfg.model``, or ``args`` for older checkpoints; {} if it has neither."""
     cfg = state.get("cfg") or {}
     model_cfg = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
     if model_cfg is None and state.get("args") is not None:
@@ -124,10 +133,7 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]
     if model_cfg is not None and not isinstance(model_cfg, dict):
         model_cfg = dict(vars(model_cfg)) if hasattr(model_cfg, "__dict__") and not hasattr(model_cfg, "keys") \
             else {k: model_cfg[k] for k in model_cfg.keys()}
-    model = state["model"]
-    if isinstance(model, dict):  # without the encoders' saved signatures (fairseq_local.models.resume)
-        model = {k: v for k, v in model.items() if not k.endswith("_extra_state")}
-    return model_cfg or {}, model
+    return model_cfg or {}
 
 
 def local_layout(path: str, model_cfg: Dict[str, Any], needs: str) -> str:

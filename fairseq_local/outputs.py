@@ -109,24 +109,6 @@ def is_checkpoint(path: PathLike) -> bool:
     return "model" in strings and bool(strings & {"cfg", "args", "optimizer_history"})
 
 
-def peek_torch(path: PathLike) -> Any:
-    """The object in torch file ``path`` with its tensors memory-mapped (so
-    nothing large is read), or None if it is not a torch zip file.
-
-    For INPUT files only (a checkpoint the user names to read): it unpickles
-    with ``weights_only=False``, which runs any code the pickle holds.  Never
-    use it to probe a file found at an output path; use
-    :func:`pickled_strings`, :func:`is_checkpoint` or :func:`torch_format`."""
-    import torch
-
-    try:
-        if not zipfile.is_zipfile(path):
-            return None
-        return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-    except Exception:
-        return None
-
-
 def torch_format(marker: str) -> Callable[[Path], bool]:
     """``ours`` for torch files that hold a dict with ``format == marker``,
     judged by :func:`pickled_strings` (nothing unpickled): the pickle holds
@@ -284,5 +266,5 @@ def output_error_line(e: BaseException) -> Optional[str]:
 
 
 __all__ = ["Output", "OutputError", "add_force_option", "atomic_path", "check_folder", "check_outputs",
-           "figure_format", "is_checkpoint", "is_legacy_torch", "is_png", "output_error_line", "peek_torch",
+           "figure_format", "is_checkpoint", "is_legacy_torch", "is_png", "output_error_line",
            "pickled_strings", "save_figure", "save_torch", "text_starting", "torch_format", "write_text"]

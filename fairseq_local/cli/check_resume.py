@@ -18,7 +18,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     from fairseq import options
 
-    from ..checkpoint_compat import check_checkpoint, load_torch_file
+    from ..checkpoint_compat import check_checkpoint, load_torch_file, model_options
 
     logging.getLogger("fairseq.utils").setLevel(logging.WARNING)  # "--user-dir ... already imported"
     ckpt, train_args = argv[0], argv[1:]
@@ -32,8 +32,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     # saved options for checkpoints written before signatures.
     saved = next(filter(None, (saved_signature(state["model"], p) for p in PREFIXES)), None)
     if saved is None:
-        cfg = state.get("cfg") or {}
-        saved = model_signature((cfg.get("model") if hasattr(cfg, "get") else None) or state.get("args") or {})
+        saved = model_signature(model_options(state))
     check_resume(saved, model_signature(args), args, f"'{ckpt}'")
     return 0
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import outputs
+from ..checkpoint_compat import load_torch_file
 from ..data.glue import DIAGNOSTIC, TASKS, GlueError, extract, task as glue_task
 from ..outputs import Output
 from .common import command_parser
@@ -97,7 +98,10 @@ def finetuned_task(checkpoint: str) -> Tuple[Optional[str], Dict[str, Any]]:
     pretrained/converted RoBERTa with no classification head.  Reads no tensor data."""
     if not os.path.isfile(checkpoint):
         raise GlueError(f"no checkpoint '{checkpoint}'")
-    state = outputs.peek_torch(Path(checkpoint))
+    try:
+        state = load_torch_file(checkpoint, mmap=True)
+    except ValueError:
+        state = None
     if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
         raise GlueError(f"'{checkpoint}' is not a fairseq checkpoint (truncated, or not a torch file)")
     task_cfg, model_cfg = _section(state, "task"), _section(state, "model")
