@@ -53,7 +53,7 @@ def describe(obj: Any) -> Optional[str]:
     """What the object of a torch file is, for messages: "a fairseq
     checkpoint", "a mask file written by fairseq-local export", "an attention
     dump (fairseq-local attention dump)", or None if none of these."""
-    from .modules.masks.file import MASK_FILE_FORMAT
+    from .attention.masks.file import MASK_FILE_FORMAT
 
     if isinstance(obj, dict) and obj.get("format") == MASK_FILE_FORMAT:
         return "a mask file written by fairseq-local export"

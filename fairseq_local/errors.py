@@ -29,8 +29,8 @@ class ResumeError(InputError):
 def user_errors() -> Tuple[Type[BaseException], ...]:
     """The errors printed in one line: bad options, layouts, masks, input and
     output files."""
-    from .modules.layout import LayoutError
-    from .modules.masks import MaskSpecError
+    from .attention.layout import LayoutError
+    from .attention.masks import MaskSpecError
     from .outputs import OutputError
 
     return (LayoutError, MaskSpecError, OptionError, InputError, OutputError)

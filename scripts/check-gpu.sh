@@ -11,7 +11,7 @@
 #
 # Steps, in order:
 #   CPU part (runs anywhere):
-#     pytest -m "not slow" tests/precision   half-precision tests on the CPU
+#     pytest -m "not slow" tests/unit/precision   half-precision tests on the CPU
 #                                            (said so and skipped where the
 #                                            directory does not exist)
 #   CUDA part (skipped, with one line saying why, without a CUDA device):
@@ -65,7 +65,7 @@ PY
 machine() {
   python - <<'PY' 2>/dev/null || echo "unknown (torch cannot be imported)"
 import torch
-from fairseq_local.bench import machine
+from fairseq_local.cli.benchmark.timing import machine
 print(machine("cuda" if torch.cuda.is_available() else None))
 PY
 }
@@ -136,12 +136,12 @@ CUDA="$(cuda_status)"
 log "check-gpu: report in $REPORT"
 
 echo "## CPU part" >> "$BODY"; echo >> "$BODY"
-if [ -d tests/precision ]; then
-  step precision "half precision on the CPU (tests/precision)" pytest \
-    python -m pytest -q -p no:cacheprovider -rfE -m "not slow" tests/precision
+if [ -d tests/unit/precision ]; then
+  step precision "half precision on the CPU (tests/unit/precision)" pytest \
+    python -m pytest -q -p no:cacheprovider -rfE -m "not slow" tests/unit/precision
 else
-  log "tests/precision does not exist yet: the CPU half-precision tests are skipped"
-  skipped "half precision on the CPU (tests/precision)" "tests/precision does not exist yet"
+  log "tests/unit/precision does not exist yet: the CPU half-precision tests are skipped"
+  skipped "half precision on the CPU (tests/unit/precision)" "tests/unit/precision does not exist yet"
 fi
 
 echo "## CUDA part" >> "$BODY"; echo >> "$BODY"

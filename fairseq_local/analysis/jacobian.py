@@ -27,7 +27,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from fairseq_local.modules.attention import LocalMultiheadAttention
+from fairseq_local.attention.module import LocalMultiheadAttention
 
 # Elements of the largest intermediate tensors per chunk of query rows.
 _CHUNK_ELEMENTS = 1 << 24

@@ -1,7 +1,7 @@
 """A trained encoder, ready for analysis: loading, tokenising words, batching,
 and a forward pass that captures each layer's attention and block input.
 
-Works on every model with :class:`~fairseq_local.modules.attention.LocalMultiheadAttention`
+Works on every model with :class:`~fairseq_local.attention.module.LocalMultiheadAttention`
 heads: the NMT encoders (``transformer_local`` archs; the source side) and
 RoBERTa (``roberta_local`` archs, also a stock RoBERTa after ``fairseq-local
 convert-roberta``).  Inputs are words (from CoNLL-U or whitespace-split text);
@@ -115,7 +115,7 @@ class AnalysisModel:
     def __init__(self, model: torch.nn.Module, dictionary, tokeniser: WordTokeniser, name: str = "model",
                  bpe: str = "the tokeniser") -> None:
         from ..models.transformer import local_encoder
-        from ..modules.attention import LocalMultiheadAttention
+        from ..attention.module import LocalMultiheadAttention
 
         self.model = model.eval()
         self.encoder = local_encoder(model)

@@ -17,7 +17,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "average": ("average", "Average the parameters of a run's last N checkpoints"),
     "convert-roberta": ("convert_roberta", "Turn a stock fairseq RoBERTa checkpoint into a local/tied/sparse arch"),
     "glue": ("glue", "GLUE metrics of a fine-tuned model and test-set submission files"),
-    "attention": ("attention", "Dump the attention of every head, per sentence, for analysis"),
+    "attention": ("dump", "Dump the attention of every head, per sentence, for analysis"),
     "analyze": ("analyze", "Attention bias, gradient sensitivity, Hidden Token Attribution; figures"),
     "benchmark": ("benchmark", "Speed and memory of attention, training and generation, as ratios in one run"),
 }

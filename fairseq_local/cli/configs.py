@@ -61,8 +61,8 @@ def attention_weight_count(layout: str, defaults: tuple, embed_dim: int, layers:
     """Unique ≥2-D parameters of the encoder self-attention modules that
     ``layout`` gives at these dimensions (built alone, without the rest of
     the model)."""
-    from ..modules.build import AttentionBuilder
-    from ..modules.options import AttentionConfig
+    from ..attention.build import AttentionBuilder
+    from ..attention.config import AttentionConfig
 
     builder = AttentionBuilder(AttentionConfig(attn_layout=layout or None, **dict(defaults)), embed_dim, layers,
                                heads, max_positions=max_positions)
@@ -75,7 +75,7 @@ def table() -> List[str]:
     """The table's lines: config, paper name, arch, attention weights, layout;
     the NMT archs at Transformer-base size, the RoBERTa archs at BERT-base size."""
     from ..models.archs import NAMED_ARCHS, ROBERTA_METHOD_CONFIGS, TABLE4_CONFIGS
-    from ..modules.layout import format_layout, parse_layout
+    from ..attention.layout import format_layout, parse_layout
 
     rows = [("config", "paper name", "arch", "attn weights", "layout")]
     for cfgs, dims in ((NAMED_ARCHS, (512, 6, 8, 1024)), (TABLE4_CONFIGS + ROBERTA_METHOD_CONFIGS, (768, 12, 12, 512))):

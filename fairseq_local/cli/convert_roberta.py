@@ -65,7 +65,7 @@ def roberta_local_archs() -> List[str]:
 
 def build_parser():
     from ..models.convert import TIE_INITS
-    from ..modules.options import add_attention_args
+    from ..attention.config import add_attention_args
     from ..outputs import add_force_option
 
     parser = command_parser("convert-roberta", DETAILS, EPILOG)
@@ -87,7 +87,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     ``error:`` line (exit status 2) and leaves OUT.pt as it was."""
     from ..errors import user_errors
     from ..models.convert import convert_checkpoint, is_converted
-    from ..modules.options import OPTION_NAMES
+    from ..attention.config import OPTION_NAMES
     from ..outputs import Output, check_outputs
 
     parser = build_parser()

@@ -38,10 +38,10 @@ import torch
 
 from .. import outputs
 from ..checkpoint_compat import encoder_layers_prefix, local_layout, read_checkpoint
-from ..modules import DamMask
-from ..modules.layout import HeadSpec, LayerSpec, LayoutError, format_layout, parse_layout
-from ..modules.learned import DamSpec
-from ..modules.masks import MASK_FILE_FORMAT, FileMask
+from ..attention import DamMask
+from ..attention.layout import HeadSpec, LayerSpec, LayoutError, format_layout, parse_layout
+from ..attention.learned import DamSpec
+from ..attention.masks import MASK_FILE_FORMAT, FileMask
 from .common import command_parser
 
 DETAILS = """\

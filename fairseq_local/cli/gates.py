@@ -12,8 +12,8 @@ import sys
 from typing import List, Optional
 
 from ..checkpoint_compat import encoder_layers_prefix, local_layout, read_checkpoint
-from ..modules import HeadGates
-from ..modules.layout import LayoutError, parse_layout
+from ..attention import HeadGates
+from ..attention.layout import LayoutError, parse_layout
 from .common import command_parser
 
 

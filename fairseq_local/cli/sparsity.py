@@ -2,7 +2,7 @@
 
 The sparsity of an n×n mask M is ρ = 1 − |M|/n² (SparseBERT §3; Wang et al.
 (Adaptive Axis Attention) Eq. 9 uses the same definition).  Each PATTERN is a
-mask token of :mod:`fairseq_local.modules.masks` (``star``,
+mask token of :mod:`fairseq_local.attention.masks` (``star``,
 ``local-2+global-1``, ...).  A pattern with a random part (``random``,
 ``random-drop``, ``longformer``, ``bigbird``) is evaluated for seeds 0..S−1
 (``--seeds S``, overriding its seed) and printed as mean ± standard deviation
@@ -23,7 +23,7 @@ from typing import List, Optional, Sequence, Union
 
 import torch
 
-from ..modules.masks import FileMask, HeadMask, MaskSpecError, OrMask, parse_mask
+from ..attention.masks import FileMask, HeadMask, MaskSpecError, OrMask, parse_mask
 from .common import command_parser
 
 MAX_N = 4096  # Long Range Arena's longest sequences; ~0.9 GB peak (dense n x n evaluation)

@@ -1,6 +1,6 @@
 """``label_smoothed_cross_entropy_with_sparsity``: fairseq's
 ``label_smoothed_cross_entropy`` plus the sparsity penalties
-(:mod:`fairseq_local.criteria.sparsity`)."""
+(:mod:`fairseq_local.criteria.penalized`)."""
 
 from dataclasses import dataclass
 
@@ -10,7 +10,7 @@ from fairseq.criterions.label_smoothed_cross_entropy import (
     LabelSmoothedCrossEntropyCriterionConfig,
 )
 
-from .sparsity import SparsityLoss, SparsityLossConfig
+from .penalized import SparsityLoss, SparsityLossConfig
 
 
 @dataclass

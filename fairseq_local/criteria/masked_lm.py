@@ -1,5 +1,5 @@
 """``masked_lm_with_sparsity``: fairseq's ``masked_lm`` plus the sparsity
-penalties (:mod:`fairseq_local.criteria.sparsity`), for pretraining the
+penalties (:mod:`fairseq_local.criteria.penalized`), for pretraining the
 RoBERTa archs (SparseBERT learns DAM during masked-LM pretraining, §4.1)."""
 
 from dataclasses import dataclass
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fairseq.criterions import register_criterion
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
 
-from .sparsity import SparsityLoss, SparsityLossConfig
+from .penalized import SparsityLoss, SparsityLossConfig
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """``sentence_prediction_with_sparsity``: fairseq's ``sentence_prediction``
 (GLUE fine-tuning; ``--classification-head-name``, ``--regression-target``)
-plus the sparsity penalties (:mod:`fairseq_local.criteria.sparsity`), e.g.
+plus the sparsity penalties (:mod:`fairseq_local.criteria.penalized`), e.g.
 Adaptive Axis Attention's hinge while fine-tuning (Wang et al. 2022, Eq. 10)."""
 
 from dataclasses import dataclass
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from fairseq.criterions import register_criterion
 from fairseq.criterions.sentence_prediction import SentencePredictionConfig, SentencePredictionCriterion
 
-from .sparsity import SparsityLoss, SparsityLossConfig
+from .penalized import SparsityLoss, SparsityLossConfig
 
 
 @dataclass

@@ -57,7 +57,7 @@ def _all(mask: str, layers: int = 6, heads: int = 8) -> str:
 
 # Every head of that kind, Transformer-base otherwise.  The DAM archs default
 # to the way SparseBERT's authors ran DAM (mask before the softmax, see
-# modules/learned.py); the gate arch to Voita et al.'s gate setting; the fixed
+# attention/learned.py); the gate arch to Voita et al.'s gate setting; the fixed
 # sparse baselines take SparseBERT's §4.2 parameters (Table 3) and default to
 # standard sparse attention (--mask-mode pre).
 PRE = (("mask_mode", "pre"),)

@@ -32,8 +32,8 @@ import torch
 from torch import Tensor
 
 from ..errors import InputError
-from ..modules.layout import LayoutError
-from ..modules.options import OPTION_NAMES
+from ..attention.layout import LayoutError
+from ..attention.config import OPTION_NAMES
 from ..outputs import save_torch
 
 TIE_INITS = ("first", "mean")
@@ -121,7 +121,7 @@ def converted_args(stock_args: argparse.Namespace, arch: str, attention: Dict[st
     """The model options of the converted model: the stock model's (so its
     dimensions), with ``arch`` and the given attention options; filled in
     and checked by the arch (a layout that does not fit the stock model's
-    layers and heads raises :class:`~fairseq_local.modules.layout.LayoutError`)."""
+    layers and heads raises :class:`~fairseq_local.attention.layout.LayoutError`)."""
     from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY
 
     if ARCH_MODEL_NAME_REGISTRY.get(arch) != "roberta_local":

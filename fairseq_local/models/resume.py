@@ -23,10 +23,10 @@ import os
 from typing import Any, Dict, List, Mapping, Optional
 
 from ..errors import ResumeError
-from ..modules.layout import format_layout, parse_layout
-from ..modules.learned import DamSpec, LearnedMask
-from ..modules.masks import FileMask
-from ..modules.options import attention_config, resolved
+from ..attention.layout import format_layout, parse_layout
+from ..attention.learned import DamSpec, LearnedMask
+from ..attention.masks import FileMask
+from ..attention.config import attention_config, resolved
 
 logger = logging.getLogger(__name__)
 EXTRA_STATE = "_extra_state"

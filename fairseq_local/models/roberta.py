@@ -33,9 +33,9 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_hasattr
 
 from ..errors import OptionError
-from ..modules.learned import AxisSelector
-from ..modules.options import add_attention_args, set_attention_defaults
-from ..modules.sparsity import SparsityTerms
+from ..attention.learned import AxisSelector
+from ..attention.config import add_attention_args, set_attention_defaults
+from ..attention.penalties import SparsityTerms
 from .archs import ROBERTA_ARCHS
 from .resume import check_resume, model_signature, saved_signature
 from .transformer import LocalTransformerEncoder, dummy_dictionary, mask_position_limits, register_named_archs

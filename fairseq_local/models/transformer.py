@@ -2,9 +2,9 @@
 
 Only the encoder self-attention differs from fairseq's ``transformer``: every
 layer's ``self_attn`` is a
-:class:`~fairseq_local.modules.attention.LocalMultiheadAttention` built by an
-:class:`~fairseq_local.modules.build.AttentionBuilder` from the attention
-options (:class:`~fairseq_local.modules.build.AttentionConfig`) and
+:class:`~fairseq_local.attention.module.LocalMultiheadAttention` built by an
+:class:`~fairseq_local.attention.build.AttentionBuilder` from the attention
+options (:class:`~fairseq_local.attention.build.AttentionConfig`) and
 ``--attn-layout``.  The decoder is fairseq's own.  The named architectures
 are layout data (:mod:`fairseq_local.models.archs`).
 """
@@ -26,13 +26,13 @@ from fairseq.modules.checkpoint_activations import checkpoint_wrapper
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from torch import nn
 
-from ..modules.attention import LocalMultiheadAttention
-from ..modules.build import AttentionBuilder
-from ..modules.flex import flex_block_masks
-from ..modules.learned import shared_masks
-from ..modules.masks import FileMask
-from ..modules.options import add_attention_args, attention_config, resolved, set_attention_defaults
-from ..modules.sparsity import SparsityTerms, recording, sparsity_terms
+from ..attention.module import LocalMultiheadAttention
+from ..attention.build import AttentionBuilder
+from ..attention.flex import flex_block_masks
+from ..attention.learned import shared_masks
+from ..attention.masks import FileMask
+from ..attention.config import add_attention_args, attention_config, resolved, set_attention_defaults
+from ..attention.penalties import SparsityTerms, recording, sparsity_terms
 from .archs import NAMED_ARCHS
 from .resume import EXTRA_STATE, check_resume, model_signature, saved_signature
 
@@ -56,7 +56,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
     """TransformerEncoderBase whose layers use the attention layout of ``cfg``.
 
     Q/K groups named ``@@name`` are one
-    :class:`~fairseq_local.modules.attention.QKProjection` shared by the
+    :class:`~fairseq_local.attention.module.QKProjection` shared by the
     ``self_attn`` of every layer that uses them.  The output dict carries the
     forward pass's attention records under ``"sparsity"``."""
 

@@ -7,8 +7,8 @@ gated heads; and the same under CUDA autocast (``--amp``)."""
 import pytest
 import torch
 
-from cuda_helpers import (CUDA, DTYPES, IMPLS, LAYERS, TOL, batch, compare, forward_backward, layer, on)
-from fairseq_local.modules.flex import flex_available
+from helpers.cuda import (CUDA, DTYPES, IMPLS, LAYERS, TOL, batch, compare, forward_backward, layer, on)
+from fairseq_local.attention.flex import flex_available
 
 pytestmark = pytest.mark.cuda
 

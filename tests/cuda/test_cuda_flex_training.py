@@ -7,9 +7,9 @@ import pytest
 import torch
 
 import fairseq_local  # noqa: F401  (registers the archs)
-from cuda_helpers import CUDA, DTYPES, TOL, assert_close, compare, encoder_batch
+from helpers.cuda import CUDA, DTYPES, TOL, assert_close, compare, encoder_batch
 from fairseq_local.models import build_encoder
-from fairseq_local.modules.flex import flex_available
+from fairseq_local.attention.flex import flex_available
 
 pytestmark = pytest.mark.cuda
 

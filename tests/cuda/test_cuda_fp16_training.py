@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import train
+from helpers import train
 
 pytestmark = [pytest.mark.cuda, pytest.mark.slow]
 

@@ -6,9 +6,9 @@ one fp32 score tensor of the dense path, in every dtype and both mask modes."""
 import pytest
 import torch
 
-from conftest import make_attention, padding_mask
-from cuda_helpers import CUDA, DTYPES
-from fairseq_local.bench import cuda_peak_memory
+from helpers import make_attention, padding_mask
+from helpers.cuda import CUDA, DTYPES
+from fairseq_local.cli.benchmark.timing import cuda_peak_memory
 
 pytestmark = pytest.mark.cuda
 

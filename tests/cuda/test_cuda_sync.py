@@ -12,12 +12,12 @@ import pytest
 import torch
 
 import fairseq_local  # noqa: F401  (registers the archs)
-from cuda_helpers import CUDA, DTYPES
-from conftest import padding_mask
+from helpers.cuda import CUDA, DTYPES
+from helpers import padding_mask
 from fairseq_local.models import build_encoder
-from fairseq_local.modules.flex import flex_available
-from fairseq_local.modules.learned import shared_masks
-from fairseq_local.modules.sparsity import recording
+from fairseq_local.attention.flex import flex_available
+from fairseq_local.attention.learned import shared_masks
+from fairseq_local.attention.penalties import recording
 
 pytestmark = pytest.mark.cuda
 

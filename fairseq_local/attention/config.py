@@ -1,0 +1,176 @@
+"""Every option of the local attention, declared once.
+
+:class:`AttentionConfig` holds the options of
+:class:`~fairseq_local.attention.module.LocalMultiheadAttention` (layout,
+mask mode, DAM, AAA, head gates, Gumbel temperature) for every model that
+uses it.  A model adds them to its parser with :func:`add_attention_args`, a
+named architecture fills in its own defaults with
+:func:`set_attention_defaults`.  Options are ``None`` until they are resolved
+(:func:`fill_defaults`), so that a named arch can tell "unset" from a value
+the user typed.
+"""
+
+import copy
+from argparse import Namespace
+from dataclasses import dataclass, field, fields
+from typing import Dict, Optional
+
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.dataclass.utils import gen_parser_from_dataclass
+
+from ..errors import OptionError
+from .gates import GATE_PENALTIES, GATE_PRESETS, parse_gate_init
+from .layout import check_layout, format_layout, parse_layout
+from .learned import DAM_ESTIMATORS, TAU_SCHEDULES, TauSchedule
+
+MASK_MODES = ("post", "pre")
+ATTN_IMPLS = ("auto", "dense", "window", "flex")
+DAM_L1 = ("sum", "density")
+
+
+@dataclass
+class AttentionConfig(FairseqDataclass):
+    """Every option of the local attention (the effective defaults are in
+    :data:`DEFAULTS`; named architectures may change them)."""
+
+    attn_layout: Optional[str] = field(default=None, metadata={
+        "help": "encoder self-attention layout: per layer and head a mask and an optional Q/K group "
+                "('@name' ties within a layer, '@@name' across layers), e.g. '[band-1,band-2,global*6]*6'. "
+                "Default: all heads global"})
+    mask_mode: Optional[ChoiceEnum(MASK_MODES)] = field(default=None, metadata={
+        "help": "post: multiply the softmax by the mask, no renormalisation (Pande et al. Eq. 9; default); "
+                "pre: exclude masked keys before the softmax (default of the DAM and fixed sparse archs)"})
+    attn_impl: Optional[ChoiceEnum(ATTN_IMPLS)] = field(default=None, metadata={
+        "help": "how attention is computed (same results): auto = the fastest correct path per layer "
+                "(default); dense = one n x n path for every head (the reference); window = windowed "
+                "kernels for local heads and the fused kernel for global ones; flex = PyTorch "
+                "FlexAttention with a block mask per head (CUDA; forward only on CPU)"})
+    mask_file: Optional[str] = field(default=None, metadata={
+        "help": "masks written by 'fairseq-local export', for 'file' heads"})
+    mask_neg: Optional[float] = field(default=None, metadata={
+        "help": "C of the additive C*(1 - M) by which a learned mask enters before the softmax "
+                "(SparseBERT's code, Adaptive Axis Attention Eq. 5; default -1e4)"})
+    dam_max_len: Optional[int] = field(default=None, metadata={
+        "help": "dam-u/dam-s: longest sentence the mask covers (default: the model's maximum positions)"})
+    dam_per_layer: bool = field(default=False, metadata={
+        "help": "one DAM mask per layer and head (Adaptive Axis Attention §4.1); default one per head, "
+                "shared by all layers (SparseBERT §3.1)"})
+    dam_estimator: Optional[ChoiceEnum(DAM_ESTIMATORS)] = field(default=None, metadata={
+        "help": "hard: straight-through 0/1 samples (SparseBERT's released code; default); "
+                "soft: the Gumbel-sigmoid value (the paper's Eq. 3)"})
+    dam_init: Optional[float] = field(default=None, metadata={
+        "help": "mean of the initial DAM logits alpha (default 0: P = 0.5)"})
+    dam_init_std: Optional[float] = field(default=None, metadata={
+        "help": "standard deviation of the initial alpha (default 1e-3, the authors' 1e-3*randn)"})
+    dam_l1: Optional[ChoiceEnum(DAM_L1)] = field(default=None, metadata={
+        "help": "DAM L1 term: sum = ||M||_1 of each distinct mask at --dam-max-len (SparseBERT's code, so "
+                "the paper's lambda applies as is; default); density = mean over sentences and DAM heads "
+                "of ||M||_1/N^2"})
+    dam_no_noise: bool = field(default=False, metadata={
+        "help": "train DAM with P = sigmoid(alpha), without Gumbel noise (SparseBERT §3.1)"})
+    tau_start: Optional[float] = field(default=None, metadata={
+        "help": "Gumbel-sigmoid temperature at update 0 (default 1.0)"})
+    tau_end: Optional[float] = field(default=None, metadata={
+        "help": "temperature reached at --tau-anneal-updates (default --tau-start)"})
+    tau_anneal: Optional[ChoiceEnum(TAU_SCHEDULES)] = field(default=None, metadata={
+        "help": "temperature schedule over the update number (default constant)"})
+    tau_anneal_updates: Optional[int] = field(default=None, metadata={
+        "help": "updates over which tau goes from start to end (default 0)"})
+    gate_preset: Optional[ChoiceEnum(list(GATE_PRESETS))] = field(default=None, metadata={
+        "help": "hard-concrete gate setting: louizos (beta 2/3, log-alpha 3.0, penalty summed over gates; "
+                "default) or voita (Voita et al.'s code: beta 0.33, Glorot init, penalty averaged over "
+                "gated layers; default of transformer_head_gates). Explicit --gate-* options override it"})
+    gate_init: Optional[str] = field(default=None, metadata={
+        "help": "initial gate log-alpha: a number, or 'glorot' (U(+-sqrt(3/H)))"})
+    gate_beta: Optional[float] = field(default=None, metadata={"help": "hard-concrete temperature beta"})
+    gate_gamma: Optional[float] = field(default=None, metadata={
+        "help": "hard-concrete stretch lower end, < 0 (default -0.1)"})
+    gate_zeta: Optional[float] = field(default=None, metadata={
+        "help": "hard-concrete stretch upper end, > 1 (default 1.1)"})
+    gate_penalty: Optional[ChoiceEnum(GATE_PENALTIES)] = field(default=None, metadata={
+        "help": "L0 term: sum over gates of P(open), or layer-mean: the mean over gated layers of each "
+                "layer's sum"})
+
+
+DEFAULTS: Dict[str, object] = dict(
+    mask_mode="post", attn_impl="auto", mask_neg=-1e4, dam_estimator="hard", dam_init=0.0, dam_init_std=1e-3,
+    dam_l1="sum", tau_start=1.0, tau_anneal="constant", tau_anneal_updates=0, gate_preset="louizos",
+    gate_gamma=-0.1, gate_zeta=1.1,
+)
+OPTION_NAMES = tuple(f.name for f in fields(AttentionConfig) if not f.name.startswith("_"))
+
+
+def add_attention_args(parser) -> None:
+    """Add the :class:`AttentionConfig` options to an argparse parser."""
+    gen_parser_from_dataclass(parser, AttentionConfig())
+
+
+def fill_defaults(obj, **arch_defaults):
+    """Set every unset (None) option of ``obj`` in place: from
+    ``arch_defaults`` (a named architecture's), then :data:`DEFAULTS`, then
+    the gate preset's values; returns ``obj``."""
+    for name, value in {**DEFAULTS, **arch_defaults}.items():
+        if getattr(obj, name, None) is None:
+            setattr(obj, name, value)
+    preset = str(obj.gate_preset)
+    if preset not in GATE_PRESETS:
+        raise OptionError(f"--gate-preset must be one of {', '.join(GATE_PRESETS)}, not {preset!r}")
+    for name, value in GATE_PRESETS[preset].items():
+        if getattr(obj, name, None) is None:
+            setattr(obj, name, value)
+    return obj
+
+
+def resolved(cfg: AttentionConfig) -> AttentionConfig:
+    """A copy of ``cfg`` with every unset option at its default."""
+    return fill_defaults(copy.copy(cfg))
+
+
+def set_attention_defaults(args: Namespace, num_layers: int, num_heads: int, **arch_defaults) -> None:
+    """Fill every unset option of ``args`` (:func:`fill_defaults`), check
+    them, and write the layout in canonical form.  Raises :class:`OptionError`
+    or :class:`~fairseq_local.attention.layout.LayoutError` in one line."""
+    fill_defaults(args, **arch_defaults)
+    if getattr(args, "attn_layout", None) is None:
+        args.attn_layout = f"[global*{num_heads}]*{num_layers}"
+    layout = parse_layout(args.attn_layout)
+    check_layout(layout, num_layers, num_heads)
+    args.attn_layout = format_layout(layout)
+    validate(attention_config(args))
+
+
+def attention_config(args) -> AttentionConfig:
+    """The :class:`AttentionConfig` of a namespace or config object."""
+    return AttentionConfig(**{name: getattr(args, name, None) for name in OPTION_NAMES})
+
+
+def validate(cfg: AttentionConfig) -> None:
+    """One-line :class:`OptionError` for an out-of-range option."""
+    checks = [
+        (cfg.dam_max_len is None or cfg.dam_max_len >= 1, f"--dam-max-len must be >= 1, not {cfg.dam_max_len}"),
+        ((cfg.dam_init_std or 0) >= 0, f"--dam-init-std must be >= 0, not {cfg.dam_init_std}"),
+        (cfg.mask_neg is None or cfg.mask_neg < 0, f"--mask-neg must be < 0, not {cfg.mask_neg}"),
+    ]
+    for ok, message in checks:
+        if not ok:
+            raise OptionError(message)
+    tau_schedule(cfg)
+    cfg = resolved(cfg)
+    try:
+        parse_gate_init(cfg.gate_init)
+    except ValueError as e:
+        raise OptionError(f"--gate-init: {e}") from None
+    gamma, zeta, beta = cfg.gate_gamma, cfg.gate_zeta, cfg.gate_beta
+    if not (gamma < 0 and zeta > 1 and beta > 0):
+        raise OptionError(f"--gate-*: hard-concrete needs gamma < 0 < 1 < zeta and beta > 0 "
+                          f"(got beta {beta}, gamma {gamma}, zeta {zeta})")
+
+
+def tau_schedule(cfg: AttentionConfig) -> TauSchedule:
+    """The Gumbel-sigmoid temperature schedule of the ``--tau-*`` options."""
+    cfg = resolved(cfg)
+    end = cfg.tau_start if cfg.tau_end is None else cfg.tau_end
+    try:
+        return TauSchedule(cfg.tau_start, end, cfg.tau_anneal_updates, str(cfg.tau_anneal))
+    except ValueError as e:
+        raise OptionError(f"--tau-*: {e}") from None
