@@ -38,6 +38,7 @@ from .masks import (AxisMask, BigBirdMask, DiagonalMask, FileMask, FixedMask, Gl
                     RandomDropMask, RandomMask, SeededMask, StarMask, StridedMask, real_positions)
 from .masks.base import constant
 from .masks.file import matrix_on
+from .config import MASK_MODES
 
 try:
     from torch.nn.attention.flex_attention import AuxRequest, BlockMask, create_block_mask, flex_attention
@@ -47,7 +48,6 @@ except ImportError:  # torch without FlexAttention
 MaskMod = Callable[[Tensor, Tensor, Tensor, Tensor], Tensor]  # (b, h, q_idx, kv_idx) int tensors -> bool
 FlexRule = Callable[[HeadMask, Tensor, Tensor], MaskMod]  # (mask, pos (B, T), n (B,)) -> mask_mod
 
-MASK_MODES = ("post", "pre")
 _RULES: Dict[Type[HeadMask], FlexRule] = {}
 
 

@@ -40,8 +40,8 @@ from typing import Dict, Iterator, Optional
 import torch
 from torch import Tensor, nn
 
-from .masks import HeadMask, MaskSpecError, register_mask_kind
-from .masks.registry import _ints, _no_params
+from .masks import MaskSpecError
+from .masks.learned import AxisAdaptiveSpec, DamSpec, LearnedMask  # noqa: F401  (registers dam-u, dam-s, aaa)
 
 TAU_SCHEDULES = ("constant", "linear", "exponential")
 
@@ -142,62 +142,6 @@ def gumbel_sigmoid(
     z = logits.float() + noise
     soft = torch.sigmoid(z / tau)
     return _StraightThrough.apply(soft, (z > 0).to(soft.dtype)) if hard else soft
-
-
-# --------------------------------------------------------------------- specs
-
-
-@dataclass(frozen=True)
-class LearnedMask(HeadMask):
-    """A head mask whose pattern is learned; realised by a parameter module of
-    the attention layer, never by :meth:`dense` (it is not a fixed pattern)."""
-
-    @property
-    def learned(self) -> bool:
-        return True
-
-    def dense(self, pos_q: Tensor, pos_k: Tensor) -> Tensor:
-        raise MaskSpecError(f"'{self}' is learned: it has no fixed dense matrix")
-
-
-@dataclass(frozen=True)
-class DamSpec(LearnedMask):
-    """``dam-u`` (unstructured) or ``dam-s`` (structured)."""
-
-    structured: bool
-
-    def __str__(self) -> str:
-        return "dam-s" if self.structured else "dam-u"
-
-
-@dataclass(frozen=True)
-class AxisAdaptiveSpec(LearnedMask):
-    """``aaa`` / ``aaa-W``: Adaptive Axis Attention OR ``local-W`` (W = 2)."""
-
-    window: int = 2
-
-    def __str__(self) -> str:
-        return "aaa" if self.window == 2 else f"aaa-{self.window}"
-
-
-@register_mask_kind("dam-u", "dam-u")
-def _dam_u(params) -> HeadMask:
-    _no_params("dam-u", params)
-    return DamSpec(False)
-
-
-@register_mask_kind("dam-s", "dam-s")
-def _dam_s(params) -> HeadMask:
-    _no_params("dam-s", params)
-    return DamSpec(True)
-
-
-@register_mask_kind("aaa", "aaa[-W]")
-def _aaa(params) -> HeadMask:
-    if not params:
-        return AxisAdaptiveSpec()
-    (w,) = _ints(params, ("W", 0))
-    return AxisAdaptiveSpec(w)
 
 
 # ------------------------------------------------------------------- modules

@@ -33,13 +33,12 @@ from torch import Tensor
 
 from ..errors import InputError
 from ..attention.layout import LayoutError
-from ..attention.config import OPTION_NAMES
+from ..attention.config import LEARNED_KEYS, OPTION_NAMES
 from ..outputs import save_torch
 
 TIE_INITS = ("first", "mean")
 PREFIX = "encoder.sentence_encoder"
 # Learned parameters of our attention that a stock model has no counterpart for.
-LEARNED_KEYS = (".self_attn.dam.", ".self_attn.axis.", ".self_attn.gates.")
 _IN_PROJ = re.compile(r"^(?P<attn>.*\.self_attn)\.in_proj_(?P<p>weight|bias)$")
 # Top-level key of a converted checkpoint: the input's file name.  It marks
 # the file as convert-roberta's output, which a re-run replaces without

@@ -31,7 +31,7 @@ from ..attention.build import AttentionBuilder
 from ..attention.flex import flex_block_masks
 from ..attention.learned import shared_masks
 from ..attention.masks import FileMask
-from ..attention.config import add_attention_args, attention_config, resolved, set_attention_defaults
+from ..attention.config import LEARNED_KEYS, add_attention_args, attention_config, resolved, set_attention_defaults
 from ..attention.penalties import SparsityTerms, recording, sparsity_terms
 from .archs import NAMED_ARCHS
 from .resume import EXTRA_STATE, check_resume, model_signature, saved_signature
@@ -92,7 +92,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
     def attention_modules(self) -> List[LocalMultiheadAttention]:
         return [layer.self_attn for layer in self.layers]
 
-    LEARNED_KEYS = (".self_attn.dam.", ".self_attn.axis.", ".self_attn.gates.")
+    LEARNED_KEYS = LEARNED_KEYS
 
     def get_extra_state(self) -> dict:
         """Saved with the weights: the model's signature (:mod:`..resume`)."""

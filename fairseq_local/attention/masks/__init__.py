@@ -68,14 +68,15 @@ New kinds are added with :func:`register_mask_kind`.
 
 from .base import GlobalMask, HeadMask, MaskSpecError, OffsetMask, RelativeMask, real_positions, stack_masks
 from .file import MASK_FILE_FORMAT, FileMask, load_mask_file
+from .learned import AxisAdaptiveSpec, DamSpec, LearnedMask
 from .patterns import (AxisMask, DiagonalMask, FixedMask, GlobalTokensMask, LogSparseMask, NoDiagMask,
                        PositionMask, StarMask, StridedMask)
 from .registry import MASK_KINDS, OrMask, parse_mask, register_mask_kind
 from .seeded import BigBirdMask, LongformerMask, RandomDropMask, RandomMask, SeededMask
 
 __all__ = [
-    "AxisMask", "BigBirdMask", "DiagonalMask", "FileMask", "FixedMask", "GlobalMask", "GlobalTokensMask",
-    "HeadMask", "LogSparseMask", "LongformerMask", "MASK_FILE_FORMAT", "MASK_KINDS", "MaskSpecError",
+    "AxisAdaptiveSpec", "AxisMask", "BigBirdMask", "DamSpec", "DiagonalMask", "FileMask", "FixedMask", "GlobalMask", "GlobalTokensMask",
+    "HeadMask", "LearnedMask", "LogSparseMask", "LongformerMask", "MASK_FILE_FORMAT", "MASK_KINDS", "MaskSpecError",
     "NoDiagMask", "OffsetMask", "OrMask", "PositionMask", "RandomDropMask", "RandomMask", "RelativeMask",
     "SeededMask", "StarMask", "StridedMask", "load_mask_file", "parse_mask", "real_positions",
     "register_mask_kind", "stack_masks",

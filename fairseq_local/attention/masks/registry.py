@@ -93,7 +93,7 @@ def _bounded(text: str, name: str, low: int, high: int = MAX_PARAM) -> int:
     return int(digits)
 
 
-def _no_params(kind: str, params: List[str]) -> None:
+def no_params(kind: str, params: List[str]) -> None:
     if params:
         raise MaskSpecError(f"'{kind}' takes no parameter")
 
@@ -108,13 +108,13 @@ def _one_k(kind: str, params: List[str]) -> int:
 def _global(params: List[str]) -> HeadMask:
     if not params:
         return GlobalMask()
-    (g,) = _ints(params, ("G", 1))
+    (g,) = int_params(params, ("G", 1))
     return GlobalTokensMask(g)
 
 
 @register_mask_kind("identity", "identity")
 def _identity(params: List[str]) -> HeadMask:
-    _no_params("identity", params)
+    no_params("identity", params)
     return OffsetMask("identity", 0, 0)
 
 
@@ -136,7 +136,7 @@ def _band(params: List[str]) -> HeadMask:
     return OffsetMask("band", -k, k)
 
 
-def _ints(params: List[str], *spec: Tuple[str, int]) -> List[int]:
+def int_params(params: List[str], *spec: Tuple[str, int]) -> List[int]:
     """Exactly ``len(spec)`` integer parameters, each given as (name, minimum)."""
     if len(params) != len(spec):
         names = "-".join(name for name, _ in spec) or "none"
@@ -148,7 +148,7 @@ def _ints(params: List[str], *spec: Tuple[str, int]) -> List[int]:
 def _seeded(params: List[str]) -> Tuple[List[str], int]:
     """Split an optional trailing 'sSEED' (default 0) off the parameters."""
     if params and params[-1].startswith("s"):
-        (seed,) = _ints([params[-1][1:]], ("SEED", 0))
+        (seed,) = int_params([params[-1][1:]], ("SEED", 0))
         return params[:-1], seed
     return params, 0
 
@@ -167,7 +167,7 @@ def _int_set(text: str, name: str) -> Tuple[int, ...]:
 
 @register_mask_kind("local", "local-W")
 def _local(params: List[str]) -> HeadMask:
-    (w,) = _ints(params, ("W", 0))
+    (w,) = int_params(params, ("W", 0))
     return OffsetMask("local", -w, w)
 
 
@@ -188,44 +188,44 @@ def _diagonal(params: List[str]) -> HeadMask:
 @register_mask_kind("random", "random-R[-sSEED]")
 def _random(params: List[str]) -> HeadMask:
     params, seed = _seeded(params)
-    (r,) = _ints(params, ("R", 1))
+    (r,) = int_params(params, ("R", 1))
     return RandomMask(r, seed)
 
 
 @register_mask_kind("no-diag", "no-diag")
 def _no_diag(params: List[str]) -> HeadMask:
-    _no_params("no-diag", params)
+    no_params("no-diag", params)
     return NoDiagMask()
 
 
 @register_mask_kind("random-drop", "random-drop[-sSEED]")
 def _random_drop(params: List[str]) -> HeadMask:
     params, seed = _seeded(params)
-    _no_params("random-drop", params)
+    no_params("random-drop", params)
     return RandomDropMask(seed)
 
 
 @register_mask_kind("star", "star")
 def _star(params: List[str]) -> HeadMask:
-    _no_params("star", params)
+    no_params("star", params)
     return StarMask()
 
 
 @register_mask_kind("logsparse", "logsparse")
 def _logsparse(params: List[str]) -> HeadMask:
-    _no_params("logsparse", params)
+    no_params("logsparse", params)
     return LogSparseMask()
 
 
 @register_mask_kind("strided", "strided-L")
 def _strided(params: List[str]) -> HeadMask:
-    (stride,) = _ints(params, ("L", 1))
+    (stride,) = int_params(params, ("L", 1))
     return StridedMask(stride)
 
 
 @register_mask_kind("fixed", "fixed-L-C")
 def _fixed(params: List[str]) -> HeadMask:
-    length, columns = _ints(params, ("L", 1), ("C", 0))
+    length, columns = int_params(params, ("L", 1), ("C", 0))
     if columns > length:
         raise MaskSpecError(f"C must be <= L, not {columns} > {length}")
     return FixedMask(length, columns)
@@ -234,13 +234,13 @@ def _fixed(params: List[str]) -> HeadMask:
 @register_mask_kind("longformer", "longformer-W-G[-sSEED]")
 def _longformer(params: List[str]) -> HeadMask:
     params, seed = _seeded(params)
-    return LongformerMask(*_ints(params, ("W", 0), ("G", 1)), seed=seed)
+    return LongformerMask(*int_params(params, ("W", 0), ("G", 1)), seed=seed)
 
 
 @register_mask_kind("bigbird", "bigbird-W-G-R[-sSEED]")
 def _bigbird(params: List[str]) -> HeadMask:
     params, seed = _seeded(params)
-    return BigBirdMask(*_ints(params, ("W", 0), ("G", 1), ("R", 1)), seed=seed)
+    return BigBirdMask(*int_params(params, ("W", 0), ("G", 1), ("R", 1)), seed=seed)
 
 
 @register_mask_kind("file", "file[-L.H]")

@@ -1,0 +1,66 @@
+"""The learned head kinds as mask specs: ``dam-u``/``dam-s`` (SparseBERT
+§3.1) and ``aaa[-W]`` (Adaptive Axis Attention, Wang et al. 2022, §4.2).
+
+A spec only names the kind; its pattern is realised by a parameter module of
+the attention layer (:mod:`fairseq_local.attention.learned`), never by
+:meth:`~fairseq_local.attention.masks.base.HeadMask.dense`."""
+
+from dataclasses import dataclass
+
+from torch import Tensor
+
+from .base import HeadMask, MaskSpecError
+from .registry import int_params, no_params, register_mask_kind
+
+
+@dataclass(frozen=True)
+class LearnedMask(HeadMask):
+    """A head mask whose pattern is learned; realised by a parameter module of
+    the attention layer, never by :meth:`dense` (it is not a fixed pattern)."""
+
+    @property
+    def learned(self) -> bool:
+        return True
+
+    def dense(self, pos_q: Tensor, pos_k: Tensor) -> Tensor:
+        raise MaskSpecError(f"'{self}' is learned: it has no fixed dense matrix")
+
+
+@dataclass(frozen=True)
+class DamSpec(LearnedMask):
+    """``dam-u`` (unstructured) or ``dam-s`` (structured)."""
+
+    structured: bool
+
+    def __str__(self) -> str:
+        return "dam-s" if self.structured else "dam-u"
+
+
+@dataclass(frozen=True)
+class AxisAdaptiveSpec(LearnedMask):
+    """``aaa`` / ``aaa-W``: Adaptive Axis Attention OR ``local-W`` (W = 2)."""
+
+    window: int = 2
+
+    def __str__(self) -> str:
+        return "aaa" if self.window == 2 else f"aaa-{self.window}"
+
+
+@register_mask_kind("dam-u", "dam-u")
+def _dam_u(params) -> HeadMask:
+    no_params("dam-u", params)
+    return DamSpec(False)
+
+
+@register_mask_kind("dam-s", "dam-s")
+def _dam_s(params) -> HeadMask:
+    no_params("dam-s", params)
+    return DamSpec(True)
+
+
+@register_mask_kind("aaa", "aaa[-W]")
+def _aaa(params) -> HeadMask:
+    if not params:
+        return AxisAdaptiveSpec()
+    (w,) = int_params(params, ("W", 0))
+    return AxisAdaptiveSpec(w)
