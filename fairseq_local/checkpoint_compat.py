@@ -1,4 +1,13 @@
-"""Make fairseq checkpoints load on torch >= 2.6.
+"""Reading fairseq checkpoints: the plugin's one reader, and fairseq's own
+loader on torch >= 2.6.
+
+:class:`Checkpoint` is how every command of the plugin reads a checkpoint
+(``inspect``, ``average``, ``convert-roberta``, ``glue``, ``export``,
+``gates``, ``results``, the scripts' resume check): its saved options, state
+dict, update count and the signature its encoder saved, with one-line
+:class:`InputError` messages for a file that is not a fairseq checkpoint.
+Files found at an *output* path are never read here: they are judged from
+their pickle's opcodes (:func:`fairseq_local.outputs.pickled_strings`).
 
 torch 2.6 changed ``torch.load``'s default to ``weights_only=True``, which
 refuses fairseq checkpoints: they pickle the training config (argparse /
@@ -47,17 +56,22 @@ def enable_fairseq_checkpoint_loading() -> None:
 
 # The keys of every record of an attention dump (see fairseq_local.analysis.dump).
 DUMP_KEYS = ("tokens", "word_ids", "words", "attn")
+# Where the encoders save their signature (fairseq_local.models.resume):
+# ``<prefix>_extra_state["signature"]``, NMT encoder first, then RoBERTa's.
+ENCODER_PREFIXES = ("encoder.", "encoder.sentence_encoder.")
+EXTRA_STATE = "_extra_state"
 
 
 def describe(obj: Any) -> Optional[str]:
     """What the object of a torch file is, for messages: "a fairseq
-    checkpoint", "a mask file written by fairseq-local export", "an attention
-    dump (fairseq-local attention dump)", or None if none of these."""
+    checkpoint" (a dict holding a ``model`` state dict), "a mask file written
+    by fairseq-local export", "an attention dump (fairseq-local attention
+    dump)", or None if none of these."""
     from .attention.masks.file import MASK_FILE_FORMAT
 
     if isinstance(obj, dict) and obj.get("format") == MASK_FILE_FORMAT:
         return "a mask file written by fairseq-local export"
-    if isinstance(obj, dict) and "model" in obj:
+    if isinstance(obj, dict) and isinstance(obj.get("model"), dict):
         return "a fairseq checkpoint"
     if isinstance(obj, list) and obj and all(isinstance(r, dict) and all(k in r for k in DUMP_KEYS) for r in obj):
         return "an attention dump (fairseq-local attention dump)"
@@ -70,19 +84,19 @@ def _first_line(e: BaseException) -> str:
     return text.splitlines()[0].split(". ")[0].rstrip(".") if text else type(e).__name__
 
 
-def load_torch_file(path: str, mmap: bool = False) -> Any:
+def _load_torch_file(path: str, mmap: bool) -> Any:
     """The object in torch file ``path`` (``mmap``: tensors memory-mapped,
     where the file's format allows it).  Raises FileNotFoundError, or
-    :class:`InputError` (one line) for a truncated file or one that is not a
-    torch file."""
+    :class:`InputError` (one line) for a folder, a truncated file or one that
+    is not a torch file."""
+    if os.path.isdir(path):
+        raise InputError(f"'{path}' is a folder, not a checkpoint")
     try:
         if mmap and zipfile.is_zipfile(path):
             return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
         return torch.load(path, map_location="cpu", weights_only=False)
     except FileNotFoundError:
         raise
-    except IsADirectoryError:
-        raise InputError(f"'{path}' is a folder, not a fairseq checkpoint") from None
     except Exception as e:
         raise InputError(f"'{path}' is not a fairseq checkpoint (truncated, or not a torch file: "
                          f"{_first_line(e)})") from None
@@ -96,8 +110,93 @@ def check_checkpoint(path: str, obj: Any) -> None:
         return
     if what is not None:
         raise InputError(f"'{path}' is {what}, not a fairseq checkpoint")
-    raise InputError(f"'{path}' is not a fairseq checkpoint (a torch file holding a "
-                     f"{type(obj).__name__}{'' if not isinstance(obj, dict) else ' without a model'})")
+    holding = "a dict without a model state dict" if isinstance(obj, dict) else f"a {type(obj).__name__}"
+    raise InputError(f"'{path}' is not a fairseq checkpoint (a torch file holding {holding})")
+
+
+def _as_dict(section: Any) -> Dict[str, Any]:
+    """A config section (dict, omegaconf object or argparse namespace) as a dict."""
+    if section is None:
+        return {}
+    if isinstance(section, dict):
+        return section
+    if hasattr(section, "keys"):
+        return {k: section[k] for k in section.keys()}
+    return dict(vars(section))
+
+
+class Checkpoint:
+    """A fairseq checkpoint read from a file.
+
+    Args:
+        path: the file it was read from, for messages.
+        state: the unpickled checkpoint: ``cfg`` (or ``args`` for older
+            checkpoints), ``model`` (the state dict), ``optimizer_history``,
+            ``extra_state``, ... as ``fairseq.checkpoint_utils`` writes it.
+    """
+
+    def __init__(self, path: str, state: Dict[str, Any]) -> None:
+        self.path = str(path)
+        self.state = state
+
+    @classmethod
+    def read(cls, path: Any, mmap: bool = True) -> "Checkpoint":
+        """The checkpoint in file ``path``.  With ``mmap`` (zip files) no
+        tensor data is read until a tensor is used.  Raises FileNotFoundError,
+        or :class:`InputError` (one line) for a folder, a truncated file, a
+        file that is not a torch file, or a torch file that is not a fairseq
+        checkpoint (a mask file, an attention dump, ...)."""
+        path = str(path)
+        state = _load_torch_file(path, mmap)
+        check_checkpoint(path, state)
+        return cls(path, state)
+
+    def options(self, section: str = "model") -> Dict[str, Any]:
+        """The saved options of ``section`` (``model``, ``task``,
+        ``criterion``, ``common``, ...) as a dict: ``cfg.SECTION``, or the
+        flat ``args`` namespace of older checkpoints; {} if it has neither."""
+        cfg = self.state.get("cfg")
+        sec = cfg.get(section) if isinstance(cfg, dict) else getattr(cfg, section, None)
+        if sec is None:
+            sec = self.state.get("args")
+        return _as_dict(sec)
+
+    @property
+    def arch(self) -> Optional[str]:
+        """The model's arch (``arch``, or the model name ``_name``)."""
+        opts = self.options("model")
+        return opts.get("arch") or opts.get("_name")
+
+    @property
+    def task(self) -> Optional[str]:
+        """The task's name (``_name``, or ``task`` in older checkpoints)."""
+        opts = self.options("task")
+        return opts.get("_name") or opts.get("task")
+
+    @property
+    def model(self) -> Dict[str, Any]:
+        """The model's state dict as saved (the encoders' ``_extra_state`` included)."""
+        return self.state["model"]
+
+    def tensors(self) -> Dict[str, torch.Tensor]:
+        """The model's state dict without the encoders' saved ``_extra_state``."""
+        return {k: v for k, v in self.model.items() if not k.endswith(EXTRA_STATE)}
+
+    @property
+    def num_updates(self) -> int:
+        """The number of updates the model was trained for (0 if not recorded)."""
+        history = self.state.get("optimizer_history") or [{}]
+        return int(history[-1].get("num_updates", 0) or 0)
+
+    def signature(self) -> Optional[Dict[str, str]]:
+        """The signature (arch, layout, mask options) that the encoder saved
+        with its weights (:mod:`fairseq_local.models.resume`), or None for a
+        checkpoint saved without one (a stock model, an older checkpoint)."""
+        for prefix in ENCODER_PREFIXES:
+            extra = self.model.get(prefix + EXTRA_STATE)
+            if isinstance(extra, dict) and isinstance(extra.get("signature"), dict):
+                return {str(k): str(v) for k, v in extra["signature"].items()}
+        return None
 
 
 def check_checkpoint_file(path: str) -> None:
@@ -106,7 +205,7 @@ def check_checkpoint_file(path: str) -> None:
     attention dump.  Reads no tensor data."""
     if not os.path.exists(path):
         raise InputError(f"no checkpoint '{path}'")
-    check_checkpoint(path, load_torch_file(path, mmap=True))
+    Checkpoint.read(path, mmap=True)
 
 
 def read_checkpoint(path: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]:
@@ -115,25 +214,8 @@ def read_checkpoint(path: str) -> Tuple[Dict[str, Any], Dict[str, torch.Tensor]]
     ``_extra_state`` entries are left out).  Raises FileNotFoundError, or
     :class:`InputError` (a ValueError; one line) for a file that is not a
     fairseq checkpoint: truncated, not a torch file, a mask file, a dump."""
-    state = load_torch_file(path)
-    check_checkpoint(path, state)
-    model = state["model"]
-    if isinstance(model, dict):  # without the encoders' saved signatures (fairseq_local.models.resume)
-        model = {k: v for k, v in model.items() if not k.endswith("_extra_state")}
-    return model_options(state), model
-
-
-def model_options(state: Dict[str, Any]) -> Dict[str, Any]:
-    """The model options (as a dict) of a loaded fairseq checkpoint:
-    ``cfg.model``, or ``args`` for older checkpoints; {} if it has neither."""
-    cfg = state.get("cfg") or {}
-    model_cfg = cfg.get("model") if isinstance(cfg, dict) else getattr(cfg, "model", None)
-    if model_cfg is None and state.get("args") is not None:
-        model_cfg = state["args"]
-    if model_cfg is not None and not isinstance(model_cfg, dict):
-        model_cfg = dict(vars(model_cfg)) if hasattr(model_cfg, "__dict__") and not hasattr(model_cfg, "keys") \
-            else {k: model_cfg[k] for k in model_cfg.keys()}
-    return model_cfg or {}
+    ckpt = Checkpoint.read(path, mmap=False)
+    return ckpt.options("model"), ckpt.tensors()
 
 
 def local_layout(path: str, model_cfg: Dict[str, Any], needs: str) -> str:
@@ -158,3 +240,7 @@ def encoder_layers_prefix(state_dict: Dict[str, Any]) -> str:
         if any(key.startswith(prefix) for key in state_dict):
             return prefix
     raise ValueError("the checkpoint has no encoder layers (encoder.layers.* or encoder.sentence_encoder.layers.*)")
+
+
+__all__ = ["Checkpoint", "DUMP_KEYS", "ENCODER_PREFIXES", "check_checkpoint", "check_checkpoint_file", "describe",
+           "enable_fairseq_checkpoint_loading", "encoder_layers_prefix", "local_layout", "read_checkpoint"]

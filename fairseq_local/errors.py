@@ -1,22 +1,28 @@
 """One-line errors for the command line.
 
-Configuration errors raised by the plugin (a bad ``--attn-layout``, say) are
+Every error the plugin raises for a bad option, input or output derives from
+:class:`OneLineError` (defined in :mod:`fairseq_local_data.errors`, so that the
+data tools, which run without fairseq, raise it too).  Most are also
 :class:`ValueError` subclasses for library callers.  When one reaches the top
-of a command-line program uncaught, it is printed as a single ``error:`` line
-instead of a traceback, and the process exits at once with status 1.
+of a program uncaught, it is printed as a single ``error:`` line instead of a
+traceback and the process exits with status 1: ``fairseq-local`` catches it
+(:mod:`fairseq_local.cli.main`), and in fairseq's own commands
+(``fairseq-train --user-dir fairseq_local``) the hook of
+:func:`install_excepthook` prints it.
 """
 
 import os
 import sys
-from typing import Optional, Tuple, Type
+from typing import Optional
+
+from fairseq_local_data.errors import OneLineError  # re-exported: the plugin's errors derive from it
 
 
-
-class OptionError(ValueError):
+class OptionError(OneLineError, ValueError):
     """A bad value of one of the plugin's command-line options."""
 
 
-class InputError(ValueError):
+class InputError(OneLineError, ValueError):
     """A bad input file or value (a truncated checkpoint, a malformed table,
     a checkpoint of another model), reported in one line."""
 
@@ -26,28 +32,19 @@ class ResumeError(InputError):
     it was saved from (another arch, layout, mask mode or mask option)."""
 
 
-def user_errors() -> Tuple[Type[BaseException], ...]:
-    """The errors printed in one line: bad options, layouts, masks, input and
-    output files."""
-    from .attention.layout import LayoutError
-    from .attention.masks import MaskSpecError
-    from .outputs import OutputError
-
-    return (LayoutError, MaskSpecError, OptionError, InputError, OutputError)
-
-
-# fairseq's own bad-input errors, raised as a bare Exception: printed in one
-# line too (e.g. a sentence longer than the model's maximum positions).
+# fairseq's one bad-input error that the plugin's options cause (--dam-max-len
+# lowers the encoder's max_positions), raised as a bare Exception: one line too.
 FAIRSEQ_INPUT_ERRORS = ("Size of sample #",)
 
 
-def user_error_in(exc: Optional[BaseException]) -> Optional[BaseException]:
-    """``exc`` or the first exception it was raised from or while handling
-    (fairseq re-raises load errors as a bare ``Exception``) that is one of
-    :func:`user_errors`, else None."""
+def one_line_error_in(exc: Optional[BaseException]) -> Optional[BaseException]:
+    """``exc`` if it is a :class:`OneLineError` (or fairseq's "Size of sample
+    #" error), else, when ``exc`` is a bare ``Exception`` (fairseq re-raises
+    checkpoint load errors as one), the first such error it was raised from or
+    while handling; else None."""
     seen = set()
     while exc is not None and id(exc) not in seen:
-        if isinstance(exc, user_errors()) or (type(exc) is Exception and str(exc).startswith(FAIRSEQ_INPUT_ERRORS)):
+        if isinstance(exc, OneLineError) or (type(exc) is Exception and str(exc).startswith(FAIRSEQ_INPUT_ERRORS)):
             return exc
         if type(exc) is not Exception:  # only fairseq's bare re-raise is looked behind, never a real error
             return None
@@ -67,22 +64,29 @@ def warn_once(message: str) -> None:
 
 
 def install_excepthook() -> None:
-    """Idempotently wrap ``sys.excepthook`` to print :func:`user_errors` in one line."""
+    """Idempotently wrap ``sys.excepthook``: an uncaught error found by
+    :func:`one_line_error_in` is printed as ``error: MESSAGE`` and, in a
+    program, ends the process with status 1; every other exception goes to
+    the previous hook unchanged."""
     previous = sys.excepthook
     if getattr(previous, "_fairseq_local", False):
         return
 
     def hook(exc_type, exc, tb):
-        found = user_error_in(exc)
+        found = one_line_error_in(exc)
         if found is None:
             previous(exc_type, exc, tb)
             return
         print(f"error: {found}", file=sys.stderr)
-        if not hasattr(sys, "ps1"):  # a program, not an interactive session: exit now,
-            # before background threads (data loaders) are torn down noisily
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(1)
+        if hasattr(sys, "ps1"):  # an interactive session goes on
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        # Not sys.exit: fairseq-train's data buffer thread (--data-buffer-size,
+        # a daemon thread, default on) may be inside torch when the main thread
+        # fails, and the interpreter's shutdown then aborts the process
+        # ("terminate called without an active exception", status 134).
+        os._exit(1)
 
     hook._fairseq_local = True  # type: ignore[attr-defined]
     sys.excepthook = hook

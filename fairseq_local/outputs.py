@@ -30,10 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional, Sequence, Set, Union
 
+from .errors import OneLineError
+
 PathLike = Union[str, "os.PathLike[str]"]
 
 
-class OutputError(ValueError):
+class OutputError(OneLineError, ValueError):
     """An output that would destroy a file, or that cannot be written."""
 
 
@@ -116,6 +118,17 @@ def torch_format(marker: str) -> Callable[[Path], bool]:
     def ours(path: Path) -> bool:
         strings = pickled_strings(path)
         return strings is not None and "format" in strings and marker in strings
+    return ours
+
+
+def checkpoint_marked(marker: str) -> Callable[[Path], bool]:
+    """``ours`` for fairseq checkpoints that a command marks with the
+    top-level key ``marker`` (``averaged_from``, ``converted_from``), judged
+    by :func:`pickled_strings` (nothing unpickled): the pickle holds both the
+    string ``model`` and ``marker``."""
+    def ours(path: Path) -> bool:
+        strings = pickled_strings(path)
+        return strings is not None and "model" in strings and marker in strings
     return ours
 
 
@@ -266,5 +279,5 @@ def output_error_line(e: BaseException) -> Optional[str]:
 
 
 __all__ = ["Output", "OutputError", "add_force_option", "atomic_path", "check_folder", "check_outputs",
-           "figure_format", "is_checkpoint", "is_legacy_torch", "is_png", "output_error_line",
+           "checkpoint_marked", "figure_format", "is_checkpoint", "is_legacy_torch", "is_png", "output_error_line",
            "pickled_strings", "save_figure", "save_torch", "text_starting", "torch_format", "write_text"]

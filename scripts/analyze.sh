@@ -29,26 +29,10 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-RUN="" CKPT=checkpoint_best.pt DATA="" CONLLU="" TEXT="" OUT="" N=200 HTA_N=50 HTA_LEN="" NO_INPUT=()
-EXTRA=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage; exit 0 ;;
-    --checkpoint|--data|--conllu|--text|--out|--max-sentences|--hta-sentences|--hta-max-len) needs_value "$@" ;;&
-    --checkpoint) CKPT="$2"; shift 2 ;;
-    --data) DATA="$2"; shift 2 ;;
-    --conllu) CONLLU="$2"; shift 2 ;;
-    --text) TEXT="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --max-sentences) N="$2"; shift 2 ;;
-    --hta-sentences) HTA_N="$2"; shift 2 ;;
-    --hta-max-len) HTA_LEN="$2"; shift 2 ;;
-    --no-input) NO_INPUT=(--no-input); shift ;;
-    --) shift; EXTRA=("$@"); break ;;
-    -*) die "unknown option '$1' (see --help)" ;;
-    *) [ -z "$RUN" ] || die "unexpected argument '$1' (one RUN_DIR)"; RUN="$1"; shift ;;
-  esac
-done
+RUN="" CKPT=checkpoint_best.pt DATA="" CONLLU="" TEXT="" OUT="" N=200 HTA_N=50 HTA_LEN="" NO_INPUT=0
+parse_options "RUN --checkpoint=CKPT --data=DATA --conllu=CONLLU --text=TEXT --out=OUT --max-sentences=N \
+  --hta-sentences=HTA_N --hta-max-len=HTA_LEN --no-input+NO_INPUT --" "$@"
+EXTRA=(${REST[@]+"${REST[@]}"})
 [ -n "$RUN" ] || die "missing RUN_DIR (see --help)"
 [ -d "$RUN" ] || die "no run directory '$RUN'"
 ckpt="$RUN/$CKPT"
@@ -58,14 +42,7 @@ ckpt="$RUN/$CKPT"
 [ -z "$HTA_LEN" ] || [[ "$HTA_LEN" =~ ^[1-9][0-9]*$ ]] || die "--hta-max-len must be a positive integer, not '$HTA_LEN'"
 [ -z "$CONLLU" ] || [ -z "$TEXT" ] || die "give --conllu or --text, not both"
 if [ -z "$DATA" ]; then
-  DATA="$(python - "$ckpt" <<'PY'
-import sys
-import torch
-state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
-cfg = state.get("cfg")
-print(cfg["task"]["data"] if cfg is not None else getattr(state.get("args"), "data", ""))
-PY
-)" 2>/dev/null || die "cannot read '$ckpt' (not a fairseq checkpoint, or truncated)"
+  inspect_checkpoint "$ckpt" DATA=data || die "cannot read '$ckpt' (not a fairseq checkpoint, or truncated)"
 fi
 if [ -z "$CONLLU" ] && [ -z "$TEXT" ]; then
   CONLLU="$DATA/raw/test.src.conllu"
@@ -100,7 +77,8 @@ for f in "$ckpt" "$src" "${EXTRA[@]}"; do
 done
 mkdir -p "$OUT"
 MODEL=(--path "$ckpt" --data "$DATA" "${INPUT[@]}" "${EXTRA[@]}")
-HTA=(--max-sentences "$HTA_N" "${NO_INPUT[@]}")
+HTA=(--max-sentences "$HTA_N")
+[ "$NO_INPUT" = 0 ] || HTA+=(--no-input)
 [ -z "$HTA_LEN" ] || HTA+=(--max-len "$HTA_LEN")
 
 # The data folder's dictionaries: the models read them.

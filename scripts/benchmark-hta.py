@@ -29,7 +29,7 @@ import fairseq_local  # noqa: F401  (registers the architectures)
 from fairseq_local.analysis.contribution import input_contribution, input_contribution_naive
 from fairseq_local.analysis.dump import Item, prepare, read_sentences
 from fairseq_local.analysis.model import AnalysisError, AnalysisModel
-from fairseq_local.data.syntax import Sentence
+from fairseq_local_data.syntax import Sentence
 from fairseq_local.models.archs import get_config
 from fairseq_local.models.transformer import build_encoder, dummy_dictionary
 

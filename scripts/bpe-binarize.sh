@@ -48,7 +48,7 @@ check_out_dir "$OUT" "--out"
 check_apart "$OUT/bpe" "$RAW"
 
 BPE="$OUT/bpe"
-WMT_PY="$USER_DIR/data/wmt.py"
+WMT_PY=(python -m fairseq_local_data.wmt)
 CODES="$BPE/codes"; [ "$SPM" = 0 ] || CODES="$BPE/spm.model"
 mkdir -p "$BPE"
 # Every stamp covers the step's inputs too: the settings (BPE.config), the raw
@@ -59,7 +59,7 @@ if cmp -s "$settings.new" "$settings"; then rm "$settings.new"; else mv "$settin
 if [ "$SPM" = 1 ]; then
   if ! step_done "$BPE/.spm.done" "$settings" "$RAW/train.$SRC" "$RAW/train.$TGT" "$CODES"; then
     log "training a joint SentencePiece model of $MERGES pieces on $RAW/train.{$SRC,$TGT}"
-    python "$WMT_PY" spm-train --input "$RAW/train.$SRC" "$RAW/train.$TGT" \
+    "${WMT_PY[@]}" spm-train --input "$RAW/train.$SRC" "$RAW/train.$TGT" \
       --vocab-size "$MERGES" --model-prefix "$BPE/spm" --threads "$WORKERS"
     step_finish "$BPE/.spm.done" "$settings" "$RAW/train.$SRC" "$RAW/train.$TGT" "$CODES"
   fi
@@ -76,7 +76,7 @@ for split in $SPLITS; do
     if ! step_done "$BPE/.$split.$l.done" "$CODES" "$RAW/$split.$l" "$BPE/$split.$l"; then
       if [ "$SPM" = 1 ]; then
         log "applying SentencePiece to $split.$l"
-        python "$WMT_PY" spm-encode --model "$CODES" "$RAW/$split.$l" "$BPE/$split.$l"
+        "${WMT_PY[@]}" spm-encode --model "$CODES" "$RAW/$split.$l" "$BPE/$split.$l"
       else
         log "applying BPE to $split.$l"
         subword-nmt apply-bpe -c "$BPE/codes" --vocabulary "$BPE/vocab.$l" \

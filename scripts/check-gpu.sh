@@ -31,14 +31,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OUT=runs/check-gpu
-while [ $# -gt 0 ]; do
-  case "$1" in
-    -h|--help) usage; exit 0 ;;
-    --out) needs_value "$@" ;;&
-    --out) OUT="$2"; shift 2 ;;
-    *) die "unknown option '$1' (see --help)" ;;
-  esac
-done
+parse_options "--out=OUT" "$@"
 cd "$FAIRSEQ_LOCAL_ROOT"
 source scripts/setup_env.sh
 mkdir -p "$OUT" || die "cannot create '$OUT'"
@@ -49,26 +42,10 @@ trap 'rm -f "$BODY"' EXIT
 FAILED=0
 
 # cuda_status : "ok" or the one-line reason why there is no CUDA device.
-cuda_status() {
-  python - <<'PY' 2>/dev/null || echo "torch cannot be imported"
-import torch
-if torch.cuda.is_available():
-    print("ok")
-elif torch.version.cuda is None:
-    print(f"this torch has no CUDA support (torch {torch.__version__})")
-else:
-    print(f"no CUDA device is visible (torch {torch.__version__}, CUDA {torch.version.cuda})")
-PY
-}
+cuda_status() { fairseq-local inspect --machine --field cuda 2> /dev/null || echo "torch cannot be imported"; }
 
 # machine : one line describing the GPU (if any), the CPU and torch.
-machine() {
-  python - <<'PY' 2>/dev/null || echo "unknown (torch cannot be imported)"
-import torch
-from fairseq_local.cli.benchmark.timing import machine
-print(machine("cuda" if torch.cuda.is_available() else None))
-PY
-}
+machine() { fairseq-local inspect --machine --field machine 2> /dev/null || echo "unknown (torch cannot be imported)"; }
 
 # pytest_summary LOG : pytest's last summary line ("3 passed, 2 skipped in 4.1s").
 pytest_summary() {

@@ -24,16 +24,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OUT="runs/demo-bert" UPDATES=300 FT_UPDATES=150
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --out|--updates|--finetune-updates) needs_value "$@" ;;&
-    --out) OUT="$2"; shift 2 ;;
-    --updates) UPDATES="$2"; shift 2 ;;
-    --finetune-updates) FT_UPDATES="$2"; shift 2 ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown option '$1' (see --help)" ;;
-  esac
-done
+parse_options "--out=OUT --updates=UPDATES --finetune-updates=FT_UPDATES" "$@"
 for n in "$UPDATES" "$FT_UPDATES"; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "expected a positive number, got '$n'"; done
 cd "$FAIRSEQ_LOCAL_ROOT"
 source scripts/setup_env.sh
@@ -42,10 +33,10 @@ START=$(date +%s)
 STANDINS=data-bin/bert-standins CORPUS=data-bin/bert-corpus
 GLUE_RAW=data-bin/glue-standin-raw GLUE_BIN=data-bin/glue-standin TASKS="SST-2 CoLA"
 log "1. stand-ins, pretraining corpus and GLUE tasks"
-[ -f "$STANDINS/gutenberg-standin.zip" ] || python -m fairseq_local.data.standins --out "$STANDINS"
+[ -f "$STANDINS/gutenberg-standin.zip" ] || python -m fairseq_local_data.standins --out "$STANDINS"
 bash scripts/prepare-bert-corpus.sh --wiki "$STANDINS/enwiki-standin-pages-articles.xml.bz2" \
   --gutenberg "$STANDINS/gutenberg-standin.zip" --bpe sentencepiece --out "$CORPUS"
-[ -d "$GLUE_RAW/CoLA" ] || python -m fairseq_local.data.glue fake --out "$GLUE_RAW"
+[ -d "$GLUE_RAW/CoLA" ] || python -m fairseq_local_data.glue fake --out "$GLUE_RAW"
 bash scripts/prepare-glue.sh --glue-dir "$GLUE_RAW" --src-dict "$CORPUS/dict.txt" --bpe sentencepiece \
   --bpe-model "$CORPUS/bpe/spm.model" --tasks "$TASKS" --out "$GLUE_BIN"
 

@@ -16,22 +16,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-RUNS="" DATA="" GLUE="" OUT="" TASKS="" SPLIT=dev NAME=checkpoint_best.pt CUDA=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --runs|--data|--glue-dir|--out|--tasks|--split|--checkpoint-name) needs_value "$@" ;;&
-    --runs) RUNS="$2"; shift 2 ;;
-    --data) DATA="$2"; shift 2 ;;
-    --glue-dir) GLUE="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --tasks) TASKS="$2"; shift 2 ;;
-    --split) SPLIT="$2"; shift 2 ;;
-    --checkpoint-name) NAME="$2"; shift 2 ;;
-    --cuda) CUDA=(--cuda); shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown option '$1' (see --help)" ;;
-  esac
-done
+RUNS="" DATA="" GLUE="" OUT="" TASKS="" SPLIT=dev NAME=checkpoint_best.pt CUDA=0
+parse_options "--runs=RUNS --data=DATA --glue-dir=GLUE --out=OUT --tasks=TASKS --split=SPLIT \
+  --checkpoint-name=NAME --cuda+CUDA" "$@"
 [ -n "$RUNS" ] && [ -n "$DATA" ] && [ -n "$GLUE" ] && [ -n "$OUT" ] || die "--runs, --data, --glue-dir and --out are required (see --help)"
 case "$SPLIT" in dev|test|all) ;; *) die "--split must be dev, test or all, not '$SPLIT'" ;; esac
 [ -d "$RUNS" ] || die "no runs folder '$RUNS'"
@@ -48,9 +35,10 @@ case "$(_abspath "$RUNS")/" in "$(_abspath "$OUT")"/*) die "--out '$OUT' holds t
 for TASK in $TASKS; do check_apart "$OUT" "$RUNS/$TASK"; done
 check_apart "$OUT" "$DATA" "$GLUE"
 mkdir -p "$OUT"
+CUDAOPT=(); [ "$CUDA" = 0 ] || CUDAOPT=(--cuda)
 log "evaluating$(printf ' %s' $TASKS) ($SPLIT) into $OUT"
 # shellcheck disable=SC2086
 fairseq-local glue evaluate --task $TASKS --runs "$RUNS" --checkpoint-name "$NAME" --data "$DATA" \
-  --glue-dir "$GLUE" --split "$SPLIT" --out "$OUT" "${CUDA[@]}" > "$OUT/glue.md.tmp"
+  --glue-dir "$GLUE" --split "$SPLIT" --out "$OUT" "${CUDAOPT[@]}" > "$OUT/glue.md.tmp"
 mv "$OUT/glue.md.tmp" "$OUT/glue.md"
 cat "$OUT/glue.md"

@@ -55,10 +55,10 @@ check_apart "$RUN" "$DATA"
 TOKREF="$DATA/tok/$SUBSET.$TGT"
 [ -f "$TOKREF" ] || die "no subset '$SUBSET' in '$DATA' (no $TOKREF)"
 
+WMT_PY=(python -m fairseq_local_data.wmt)
 # summary.json -> "<BPE method> <test set name>"
-read -r METHOD SETNAME < <(python -c 'import json, sys
-s = json.load(open(sys.argv[1]))
-print(s["bpe"]["method"], s["splits"].get(sys.argv[2], {}).get("name", sys.argv[2]))' "$DATA/summary.json" "$SUBSET")
+info="$("${WMT_PY[@]}" describe-split --summary "$DATA/summary.json" --split "$SUBSET")" || exit 1
+read -r METHOD SETNAME <<< "$info"
 POST=()
 [ "$METHOD" != sentencepiece ] || POST=(--post-process sentencepiece)
 
@@ -73,22 +73,10 @@ else
   [ -f "$CKPT" ] || die "no checkpoint in '$RUN' (checkpoint_best.pt or checkpoint_last.pt)"
 fi
 
-# The raw (untokenised) reference, from the test-set files prepare-wmt14.sh extracted.
+# The raw (untokenised) reference, from the test-set files prepare-wmt14.sh
+# extracted (nothing is printed if they are gone).
 REF="$(mktemp)"; trap 'rm -f "$REF"' EXIT
-found="$(python - "$SETNAME" "$TGT" "$DATA/work/extract" "$REF" <<'EOF'
-import sys
-from pathlib import Path
-from fairseq_local.data.wmt import WmtError, find_test, read_sgm
-name, tgt, root, out = sys.argv[1:5]
-try:
-    _, ref = find_test(name, "en", tgt, [Path(root)])
-except WmtError:
-    sys.exit(0)
-text = read_sgm(ref) if ref.suffix == ".sgm" else ref.read_text(encoding="utf-8").splitlines()
-Path(out).write_text("".join(line + "\n" for line in text), encoding="utf-8")
-print(ref)
-EOF
-)"
+found="$("${WMT_PY[@]}" reference "$SETNAME" --src en --tgt "$TGT" --out "$REF" "$DATA/work/extract")" || exit 1
 if [ -z "$found" ]; then
   log "warning: the raw $SETNAME reference is not under $DATA/work/extract: scoring against the detokenised tokenised reference $TOKREF"
   sacremoses -q -l "$TGT" -j 1 detokenize < "$TOKREF" > "$REF"
@@ -104,16 +92,10 @@ echo "$found" > "$RUN/$SUBSET.ref.source"
 if [ "$PAIR" = en-de ]; then
   # Tokenised BLEU with compound splitting (get_ende_bleu.sh): the Moses -a
   # tokens "a @-@ b" are joined back to "a-b", then split as "a ##AT##-##AT## b".
-  python - "$RUN/$SUBSET.tok.hyp" "$TOKREF" "$RUN/$SUBSET.tok.hyp.split" "$RUN/$SUBSET.tok.ref.split" <<'EOF'
-import re, sys
-from pathlib import Path
-for src, dst in ((sys.argv[1], sys.argv[3]), (sys.argv[2], sys.argv[4])):
-    lines = Path(src).read_text(encoding="utf-8").splitlines()
-    split = (re.sub(r"(\S)-(\S)", r"\1 ##AT##-##AT## \2", s.replace(" @-@ ", "-")) for s in lines)
-    Path(dst).write_text("".join(s + "\n" for s in split), encoding="utf-8")
-EOF
+  "${WMT_PY[@]}" split-compounds "$RUN/$SUBSET.tok.hyp" "$RUN/$SUBSET.tok.hyp.split"
+  "${WMT_PY[@]}" split-compounds "$TOKREF" "$RUN/$SUBSET.tok.ref.split"
   require_parallel "$RUN/$SUBSET.tok.hyp.split" "$RUN/$SUBSET.tok.ref.split"
   sacrebleu "$RUN/$SUBSET.tok.ref.split" -i "$RUN/$SUBSET.tok.hyp.split" -m bleu -w 2 --tokenize none \
     > "$RUN/$SUBSET.tok-bleu.json"
-  log "$(python -c 'import json,sys; d=json.load(open(sys.argv[1])); print("tokenised", d["name"], d["score"], d["signature"])' "$RUN/$SUBSET.tok-bleu.json")"
+  log "tokenised $("${WMT_PY[@]}" bleu-summary "$RUN/$SUBSET.tok-bleu.json")"
 fi

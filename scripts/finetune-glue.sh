@@ -50,35 +50,11 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 DATA="" SAVE="" CKPT="" TASK="" ARCH="" RECIPE=roberta CRITERION=sentence_prediction_with_sparsity
 NCLS="" REGRESSION=0 HEAD="" LR="" BSZ="" EPOCHS="" MAXUPD="" MAXPOS="" CPU=0 DRY=0
 AAA_ALPHA=1.0 AAA_TARGET="" AAA_SCHEDULE=linear
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --data|--save-dir|--checkpoint|--task|--arch|--recipe|--criterion|--num-classes|--classification-head-name|\
-    --lr|--batch-size|--max-epoch|--max-update|--max-positions|--aaa-alpha|--aaa-target|--aaa-schedule) needs_value "$@" ;;&
-    --data) DATA="$2"; shift 2 ;;
-    --save-dir) SAVE="$2"; shift 2 ;;
-    --checkpoint) CKPT="$2"; shift 2 ;;
-    --task) TASK="$2"; shift 2 ;;
-    --arch) ARCH="$2"; shift 2 ;;
-    --recipe) RECIPE="$2"; shift 2 ;;
-    --criterion) CRITERION="$2"; shift 2 ;;
-    --num-classes) NCLS="$2"; shift 2 ;;
-    --regression-target) REGRESSION=1; shift ;;
-    --classification-head-name) HEAD="$2"; shift 2 ;;
-    --lr) LR="$2"; shift 2 ;;
-    --batch-size) BSZ="$2"; shift 2 ;;
-    --max-epoch) EPOCHS="$2"; shift 2 ;;
-    --max-update) MAXUPD="$2"; shift 2 ;;
-    --max-positions) MAXPOS="$2"; shift 2 ;;
-    --aaa-alpha) AAA_ALPHA="$2"; shift 2 ;;
-    --aaa-target) AAA_TARGET="$2"; shift 2 ;;
-    --aaa-schedule) AAA_SCHEDULE="$2"; shift 2 ;;
-    --cpu) CPU=1; shift ;;
-    --dry-run) DRY=1; shift ;;
-    --) shift; break ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
-  esac
-done
+parse_options "--data=DATA --save-dir=SAVE --checkpoint=CKPT --task=TASK --arch=ARCH --recipe=RECIPE \
+  --criterion=CRITERION --num-classes=NCLS --regression-target+REGRESSION --classification-head-name=HEAD --lr=LR \
+  --batch-size=BSZ --max-epoch=EPOCHS --max-update=MAXUPD --max-positions=MAXPOS --aaa-alpha=AAA_ALPHA \
+  --aaa-target=AAA_TARGET --aaa-schedule=AAA_SCHEDULE --cpu+CPU --dry-run+DRY --=fairseq" "$@"
+set -- ${REST[@]+"${REST[@]}"}
 [ -n "$DATA" ] && [ -n "$SAVE" ] || die "--data and --save-dir are required (see --help)"
 [ -f "$DATA/input0/dict.txt" ] && [ -f "$DATA/input0/train.idx" ] \
   || die "no GLUE task data in '$DATA' (expected input0/, label/: run scripts/prepare-glue.sh)"
@@ -96,43 +72,23 @@ fi
 # that fine-tuning builds the model that was pretrained or converted.
 ATTN=()
 if [ -f "$CKPT" ]; then
-  read -r CK_TASK CK_ARCH CK_POS CK_LAYOUT CK_MODE CK_LAYERS CK_DIM CK_FFN CK_HEADS < <(python - "$CKPT" 2>/dev/null <<'PY'
-import sys
-import torch
-try:
-    state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
-    assert isinstance(state, dict) and "model" in state
-    top = state.get("cfg")
-    cfg = (top or {}).get("model") if top is not None else state.get("args")
-    assert cfg is not None
-    task = (top or {}).get("task") if top is not None else state.get("args")
-except Exception:
-    print("! - - - - - - - -")
-    sys.exit(0)
-def get(c, k):
-    return c.get(k) if hasattr(c, "get") else getattr(c, k, None)
-task_name = (get(task, "_name") or get(task, "task")) if task is not None else None
-values = [task_name, get(cfg, "arch") or get(cfg, "_name"), get(cfg, "max_positions"), get(cfg, "attn_layout"),
-          get(cfg, "mask_mode"), get(cfg, "encoder_layers"), get(cfg, "encoder_embed_dim"),
-          get(cfg, "encoder_ffn_embed_dim"), get(cfg, "encoder_attention_heads")]
-print(" ".join(str(v).replace(" ", "") if v not in (None, "") else "-" for v in values))
-PY
-) || true
-  [ -n "${CK_TASK:-}" ] && [ "$CK_TASK" != "!" ] || die "'$CKPT' is not a fairseq checkpoint"
-  case "$CK_TASK" in
+  inspect_checkpoint "$CKPT" CK_TASK=task CK_ARCH=arch || die "'$CKPT' is not a fairseq checkpoint"
+  case "${CK_TASK:--}" in
     masked_lm|sentence_prediction|multilingual_masked_lm|sentence_ranking|-) ;;
     translation*) die "'$CKPT' is a translation checkpoint (arch $CK_ARCH), not a RoBERTa model" ;;
     *) die "'$CKPT' is a $CK_TASK checkpoint (arch $CK_ARCH), not a RoBERTa model" ;;
   esac
   [ -n "$ARCH" ] || ARCH="$CK_ARCH"
   [ "$ARCH" = "$CK_ARCH" ] || die "--arch $ARCH differs from the checkpoint's arch $CK_ARCH (convert it with fairseq-local convert-roberta)"
-  [ -n "$MAXPOS" ] || [ "$CK_POS" = - ] || MAXPOS="$CK_POS"
-  [ "$CK_LAYOUT" = - ] || ATTN+=(--attn-layout "$CK_LAYOUT")
-  [ "$CK_MODE" = - ] || ATTN+=(--mask-mode "$CK_MODE")
-  [ "$CK_LAYERS" = - ] || ATTN+=(--encoder-layers "$CK_LAYERS")
-  [ "$CK_DIM" = - ] || ATTN+=(--encoder-embed-dim "$CK_DIM")
-  [ "$CK_FFN" = - ] || ATTN+=(--encoder-ffn-embed-dim "$CK_FFN")
-  [ "$CK_HEADS" = - ] || ATTN+=(--encoder-attention-heads "$CK_HEADS")
+  inspect_checkpoint "$CKPT" CK_POS=max_positions CK_LAYOUT=attn_layout CK_MODE=mask_mode CK_LAYERS=encoder_layers \
+    CK_DIM=encoder_embed_dim CK_FFN=encoder_ffn_embed_dim CK_HEADS=encoder_attention_heads || die "$INSPECT_ERROR"
+  [ -n "$MAXPOS" ] || MAXPOS="$CK_POS"
+  [ -z "$CK_LAYOUT" ] || ATTN+=(--attn-layout "$CK_LAYOUT")
+  [ -z "$CK_MODE" ] || ATTN+=(--mask-mode "$CK_MODE")
+  [ -z "$CK_LAYERS" ] || ATTN+=(--encoder-layers "$CK_LAYERS")
+  [ -z "$CK_DIM" ] || ATTN+=(--encoder-embed-dim "$CK_DIM")
+  [ -z "$CK_FFN" ] || ATTN+=(--encoder-ffn-embed-dim "$CK_FFN")
+  [ -z "$CK_HEADS" ] || ATTN+=(--encoder-attention-heads "$CK_HEADS")
 fi
 ARCH="${ARCH:-roberta_local_base}" MAXPOS="${MAXPOS:-512}"
 TASK="${TASK:-$(basename "${DATA%/}")}"; TASK="${TASK%-bin}"
@@ -158,7 +114,7 @@ case "$TASK" in
 esac
 NCLS="${NCLS:-$C}"
 [ "$NCLS" != 1 ] || REGRESSION=1
-N=$(python "$USER_DIR/data/glue.py" count "$DATA/input0/train")
+N=$(python -m fairseq_local_data.glue count "$DATA/input0/train")
 
 UPDATE_FREQ=1 CLIP=0.0 WD=0.1 BETAS="(0.9, 0.98)" EPS=1e-6 WARM_FRAC="" EXTRA=()
 case "$RECIPE" in
@@ -180,7 +136,8 @@ else
   TOTAL=$(( EPOCHS * ((N + BSZ * UPDATE_FREQ - 1) / (BSZ * UPDATE_FREQ)) ))
 fi
 if [ "$TOTAL" = "${T_TOTAL:-x}" ] && [ "$RECIPE" = roberta ]; then WARM="$T_WARM"
-else WARM=$(python -c "print(round($WARM_FRAC * $TOTAL))"); fi
+else WARM=$(awk -v f="$WARM_FRAC" -v t="$TOTAL" 'BEGIN { w = f * t; r = int(w); d = w - r
+  if (d > 0.5 || (d == 0.5 && r % 2 == 1)) r++; print r }'); fi  # round half to even, as Python's round()
 
 cmd=(fairseq-train "$DATA" --user-dir "$USER_DIR" --task sentence_prediction --arch "$ARCH"
   --criterion "$CRITERION" --num-classes "$NCLS" --init-token 0 --separator-token 2
@@ -202,15 +159,8 @@ if [ "$CPU" = 1 ]; then cmd+=(--cpu)
 else cmd+=(--fp16 --fp16-init-scale 4 --threshold-loss-scale 1 --fp16-scale-window 128 --find-unused-parameters); fi
 cmd+=(--no-epoch-checkpoints --save-dir "$SAVE" --tensorboard-logdir "$SAVE/tb"
   --log-format simple --log-interval 100 ${ATTN[@]+"${ATTN[@]}"} "$@")
-if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi
+if [ "$DRY" = 1 ]; then print_command "${cmd[@]}"; exit 0; fi
 # Resuming SAVE_DIR as another model, or from an unreadable checkpoint, is
-# refused before anything is written.
-if [ -e "$SAVE/checkpoint_last.pt" ]; then check_resume "$SAVE/checkpoint_last.pt" "${cmd[@]:1}"; fi
-if { [ -z "$EPOCHS" ] || [ -n "$MAXUPD" ]; } && [ "$(checkpoint_updates "$SAVE/checkpoint_last.pt")" -ge "$TOTAL" ]; then
-  log "skip: $SAVE already at update $TOTAL"; exit 0
-fi
-mkdir -p "$SAVE"
-{ printf '%q ' "${cmd[@]}"; echo; } > "$SAVE/command.sh"
-log "fine-tuning $ARCH on $TASK ($N sentences; recipe $RECIPE: lr $LR, batch $BSZ x $UPDATE_FREQ, $TOTAL updates, $WARM warm-up) into $SAVE"
-# The whole output goes to train.log (appended, so resumed runs keep their history).
-"${cmd[@]}" 2>&1 | tee -a "$SAVE/train.log"
+# refused before anything is written; a run at its --max-update is skipped.
+train_run "$SAVE" "$ARCH on $TASK" "fine-tuning $ARCH on $TASK ($N sentences; recipe $RECIPE: lr $LR, batch $BSZ x \
+$UPDATE_FREQ, $TOTAL updates, $WARM warm-up) into $SAVE" "${cmd[@]}"

@@ -18,27 +18,12 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-DATA="" CKPT="" OUT="" SUBSET=test REF="" BEAM=4 LENPEN=0.6 MAXTOK=8000 DETOK=""
+DATA="" CKPT="" OUT="" SUBSET=test REF="" BEAM=4 LENPEN=0.6 MAXTOK=8000 DETOK="" POST_PROCESS=""
+parse_options "--data=DATA --checkpoint=CKPT --out=OUT --subset=SUBSET --ref=REF --beam=BEAM --lenpen=LENPEN \
+  --max-tokens=MAXTOK --post-process=POST_PROCESS --detok=DETOK --=fairseq" "$@"
+set -- ${REST[@]+"${REST[@]}"}
 POST=(--remove-bpe)
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --data|--checkpoint|--out|--subset|--ref|--beam|--lenpen|--max-tokens|--post-process|--detok)
-      needs_value "$@" ;;&
-    --data) DATA="$2"; shift 2 ;;
-    --checkpoint) CKPT="$2"; shift 2 ;;
-    --out) OUT="$2"; shift 2 ;;
-    --subset) SUBSET="$2"; shift 2 ;;
-    --ref) REF="$2"; shift 2 ;;
-    --beam) BEAM="$2"; shift 2 ;;
-    --lenpen) LENPEN="$2"; shift 2 ;;
-    --max-tokens) MAXTOK="$2"; shift 2 ;;
-    --post-process) POST=(--post-process "$2"); shift 2 ;;
-    --detok) DETOK="$2"; shift 2 ;;
-    --) shift; break ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown option '$1' (see --help)" ;;
-  esac
-done
+[ -z "$POST_PROCESS" ] || POST=(--post-process "$POST_PROCESS")
 [ -n "$DATA" ] && [ -n "$CKPT" ] && [ -n "$OUT" ] || die "--data, --checkpoint and --out are required"
 [ -f "$CKPT" ] || die "no checkpoint '$CKPT'"
 [ -z "$REF" ] || [ -f "$REF" ] || die "no reference file '$REF'"
@@ -81,4 +66,4 @@ else
 fi
 require_parallel "$OUT/$SUBSET.hyp" "$OUT/$SUBSET.ref"
 sacrebleu "$OUT/$SUBSET.ref" -i "$OUT/$SUBSET.hyp" -m bleu -w 2 > "$OUT/$SUBSET.bleu.json"
-log "$(python -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["name"], d["score"], d["signature"])' "$OUT/$SUBSET.bleu.json")"
+log "$(bleu_summary "$OUT/$SUBSET.bleu.json")"

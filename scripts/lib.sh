@@ -17,26 +17,75 @@ fi
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 die() { echo "error: $*" >&2; exit 1; }
 
-# usage: print the calling script's header comment (from line 2 to the first
+# usage: print the running script's header comment (from line 2 to the first
 # line that is not a comment), without the leading "# ": its --help text.
-usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[1]}"; }
+usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[-1]}"; }
 
 # needs_value "$@" : in an option loop, die unless the option "$1" has a value.
 needs_value() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 
+# parse_options "SPEC" ARG... : the option loop of a script. SPEC is a list of
+# words separated by spaces:
+#   --name=VAR   an option with a value, stored in VAR
+#   --name+VAR   a flag: VAR=1
+#   VAR          a positional argument, stored in VAR (in order)
+#   -- or --=WHO "--" ends the options: the arguments after it are kept in the
+#                array REST (WHO: whose options they are, e.g. --=fairseq, for
+#                the message on an unknown option)
+# -h and --help print the script's --help text (usage) and exit. An unknown
+# option, an option without its value and one argument too many are one line
+# (die). Variables of options not given keep their values (set them first).
+parse_options() {
+  local _spec _w _hint="" _rest=0 _positional=() _i=0 _matched
+  read -ra _spec <<< "${1//$'\n'/ }"; shift
+  for _w in "${_spec[@]}"; do
+    case "$_w" in
+      --) _rest=1 ;;
+      --=*) _rest=1 _hint="${_w#--=} options go after '--'; " ;;
+      --*) ;;
+      *) _positional+=("$_w") ;;
+    esac
+  done
+  REST=()
+  while [ $# -gt 0 ]; do
+    case "$1" in
+      -h|--help) usage; exit 0 ;;
+      --) if [ "$_rest" = 1 ]; then shift; REST=("$@"); return 0; fi ;;
+    esac
+    _matched=0
+    for _w in "${_spec[@]}"; do
+      case "$_w" in
+        "$1="*) needs_value "$@"; printf -v "${_w#*=}" '%s' "$2"; shift 2; _matched=1; break ;;
+        "$1+"*) printf -v "${_w#*+}" '%s' 1; shift; _matched=1; break ;;
+      esac
+    done
+    [ "$_matched" = 0 ] || continue
+    case "$1" in -*) die "unknown option '$1' (${_hint}see --help)" ;; esac
+    [ "$_i" -lt "${#_positional[@]}" ] || die "unexpected argument '$1' (see --help)"
+    printf -v "${_positional[$_i]}" '%s' "$1"
+    _i=$((_i + 1)); shift
+  done
+}
+
+# fairseq_local ARGS... : "fairseq-local ARGS..." with its output; on failure
+# prints its one-line error (without fairseq's import-time log lines; its
+# whole stderr if it has no "error:" line) and returns its exit status.
+fairseq_local() {
+  local err out status=0
+  err="$(mktemp)"
+  out="$(fairseq-local "$@" 2> "$err")" || status=$?
+  if [ "$status" != 0 ]; then
+    if grep -q '^error: ' "$err"; then grep -m1 '^error: ' "$err" >&2; else cat "$err" >&2; fi
+  fi
+  rm -f "$err"
+  [ "$status" != 0 ] || printf '%s\n' "$out"
+  return "$status"
+}
+
 # resolve_configs KEY... : "NAME ARCH" per key, NAME being the paper letter or,
 # for method archs, the arch name ("fairseq-local configs --resolve"). On an
-# unknown key, prints its one-line error (without fairseq's import-time log
-# lines) and returns 1.
-resolve_configs() {
-  local err out
-  err="$(mktemp)"
-  if out="$(fairseq-local configs --resolve "$@" 2> "$err")"; then
-    rm -f "$err"; echo "$out"; return 0
-  fi
-  if grep -q '^error: ' "$err"; then grep '^error: ' "$err" >&2; else cat "$err" >&2; fi
-  rm -f "$err"; return 1
-}
+# unknown key, prints its one-line error and returns 1.
+resolve_configs() { fairseq_local configs --resolve "$@"; }
 
 # _fingerprint FILE... : "name lines sha256" per file.
 _fingerprint() {
@@ -68,6 +117,14 @@ require_parallel() {
   [ "$a" = "$b" ] || die "parallel files differ in length: $1 has $a lines, $2 has $b"
 }
 
+# bleu_summary FILE : "NAME SCORE SIGNATURE" of a sacreBLEU JSON file
+# (sacrebleu -m bleu, its default output: one key per line).
+bleu_summary() {
+  awk -F'"' '/^ *"(name|signature)": "/ { v[$2] = $4 }
+    /^ *"score": / { s = $0; sub(/^[^:]*: */, "", s); sub(/,$/, "", s); v["score"] = s }
+    END { print v["name"], v["score"], v["signature"] }' "$1"
+}
+
 # require_pair PAIR : PAIR is a WMT'14 pair this project prepares (en-de, en-ru).
 require_pair() {
   case "$1" in
@@ -77,50 +134,53 @@ require_pair() {
   esac
 }
 
+# inspect_checkpoint CKPT VAR=FIELD... : set each VAR to the FIELD of the
+# fairseq checkpoint CKPT ("fairseq-local inspect CKPT --field FIELD"; empty
+# where it records none). On failure, sets none of them, leaves the command's
+# one-line error in INSPECT_ERROR and returns 1.
+inspect_checkpoint() {
+  local _ckpt="$1" _err _out _a _i=0 _fields=() _values=(); shift
+  for _a in "$@"; do _fields+=(--field "${_a#*=}"); done
+  _err="$(mktemp)"
+  if ! _out="$(fairseq-local inspect "$_ckpt" "${_fields[@]}" 2> "$_err")"; then
+    INSPECT_ERROR="$(grep -m1 '^error: ' "$_err" | sed 's/^error: //')"
+    INSPECT_ERROR="${INSPECT_ERROR:-cannot read '$_ckpt' (fairseq-local inspect failed)}"
+    rm -f "$_err"; return 1
+  fi
+  rm -f "$_err"
+  mapfile -t _values <<< "$_out"
+  for _a in "$@"; do printf -v "${_a%%=*}" '%s' "${_values[$_i]:-}"; _i=$((_i + 1)); done
+}
+
 # checkpoint_updates FILE : the update count stored in a fairseq checkpoint
-# (0 when there is none). fairseq-train, re-run on a finished --max-update
-# run, would train one more update, so the training scripts check this first.
+# (0 when there is none); one line if FILE is not a checkpoint.
 checkpoint_updates() {
+  local updates
   [ -f "$1" ] || { echo 0; return 0; }
-  python - "$1" <<'PY'
-import sys
-import torch
-state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
-print(int((state.get("optimizer_history") or [{}])[-1].get("num_updates", 0)))
-PY
+  inspect_checkpoint "$1" updates=num_updates || die "$INSPECT_ERROR"
+  echo "$updates"
 }
 
 # require_roberta_archs ARCH... : each is a registered RoBERTa arch (this
 # plugin's or fairseq's own), checked before any training starts.
-require_roberta_archs() {
-  local err
-  err="$(python - "$@" 2>/dev/null <<'PY'
-import sys
-import fairseq_local  # noqa: F401  (registers the archs)
-from fairseq.models import ARCH_MODEL_REGISTRY
-from fairseq.models.roberta import RobertaModel
-bad = [a for a in sys.argv[1:] if not issubclass(ARCH_MODEL_REGISTRY.get(a, object), RobertaModel)]
-if bad:
-    print(f"'{bad[0]}' is not a RoBERTa arch (roberta_local_base, roberta_band6, ..., or fairseq's "
-          "roberta_base; see fairseq-local configs)")
-PY
-)" || die "cannot check the arch names (run scripts/setup_env.sh)"
-  [ -z "$err" ] || die "$err"
-}
+require_roberta_archs() { fairseq_local configs --arch "$@" --roberta > /dev/null || exit 1; }
 
 # demo_recipe : the demo's training recipe as fairseq flags in the global
 # arrays MODEL, OPTIM and SPARSITY (scripts/demo.sh, scripts/demo-analysis.sh;
 # MAX_UPDATE must be set).
 demo_recipe() {
-  # Reduced dimensions as ordinary fairseq flags; the layouts keep 6 encoder
-  # layers with 8 heads each. Pre-norm and no dropout: with post-norm the 6-layer
-  # all-global baseline barely trains within the demo's budget (local heads get
-  # their positional pattern for free and hide that), and a deterministic corpus
-  # seen for a few epochs does not overfit. Batches of 1024 tokens: twice the
-  # updates of 2048-token batches in the same time, which converges faster here.
-  MODEL=(--encoder-embed-dim 128 --encoder-ffn-embed-dim 256
-    --decoder-embed-dim 128 --decoder-ffn-embed-dim 256 --decoder-layers 2
-    --encoder-normalize-before --decoder-normalize-before)
+  # The demo's model size (fairseq-local configs --preset demo: d 128, FFN
+  # 256, 2 decoder layers) as ordinary fairseq flags; the layouts keep 6
+  # encoder layers with 8 heads each. Pre-norm and no dropout: with post-norm
+  # the 6-layer all-global baseline barely trains within the demo's budget
+  # (local heads get their positional pattern for free and hide that), and a
+  # deterministic corpus seen for a few epochs does not overfit. Batches of
+  # 1024 tokens: twice the updates of 2048-token batches in the same time,
+  # which converges faster here.
+  local size
+  size="$(fairseq_local configs --preset demo)" || exit 1
+  read -ra MODEL <<< "$size"
+  MODEL+=(--encoder-normalize-before --decoder-normalize-before)
   OPTIM=(--lr 2e-3 --warmup-updates 400 --clip-norm 1.0 --dropout 0
     --max-tokens 1024 --max-update "$MAX_UPDATE" --seed 1
     --log-interval 100 --no-epoch-checkpoints)
@@ -213,30 +273,8 @@ require_int() {
 
 # resolve_arch KEY : the fairseq arch that KEY names: a registered arch as it
 # is, else a paper letter (a-l) or a configuration name, with or without
-# "transformer_" ("fairseq-local configs --resolve"); one line on an unknown KEY.
-resolve_arch() {
-  local out
-  out="$(python - "$1" 2>/dev/null <<'PY'
-import sys
-import fairseq_local  # noqa: F401  (registers the archs)
-from fairseq.models import ARCH_MODEL_REGISTRY
-from fairseq_local.cli.configs import resolve
-key = sys.argv[1]
-if key in ARCH_MODEL_REGISTRY:
-    print("ok", key)
-else:
-    try:
-        print("ok", resolve([key])[0].split()[1])
-    except KeyError as e:
-        print("error:", e.args[0])
-PY
-)" || die "cannot check the arch name '$1' (run scripts/setup_env.sh)"
-  case "$out" in
-    "ok "*) echo "${out#ok }" ;;
-    "error: "*) die "${out#error: }" ;;
-    *) die "cannot check the arch name '$1' (run scripts/setup_env.sh)" ;;
-  esac
-}
+# "transformer_" ("fairseq-local configs --arch"); one line on an unknown KEY.
+resolve_arch() { fairseq_local configs --arch "$1" || exit 1; }
 
 # check_resume CKPT FAIRSEQ_TRAIN_ARGS... : die (one line) if fairseq-train
 # with these arguments would resume CKPT as another model, or cannot read it.
@@ -268,78 +306,51 @@ resumed_checkpoint() {
   elif [ -e "$restore" ]; then echo "$restore"; fi
 }
 
+# print_command WORD... : the command line, quoted for the shell, on one line.
+print_command() { printf '%q ' "$@"; echo; }
+
+# train_run SAVE_DIR NAME WHAT FAIRSEQ_TRAIN_COMMAND... : the training scripts'
+# run step (train.sh, pretrain-bert.sh, finetune-glue.sh). Refuses (one line)
+# to resume another model or an unreadable checkpoint (check_resume); skips a
+# finished run: SAVE_DIR/checkpoint_last.pt at the command's (last)
+# --max-update, which fairseq-train would train one more update ("skip: NAME
+# already at update N"); else writes SAVE_DIR/command.sh and runs the command
+# ("WHAT (log: ...)") with its whole output appended to SAVE_DIR/train.log, so
+# that resumed runs keep their history.
+train_run() {
+  local save="$1" name="$2" what="$3"; shift 3
+  local resume max="" prev="" a trained
+  resume="$(resumed_checkpoint "$save" "${@:2}")"
+  [ -z "$resume" ] || check_resume "$resume" "${@:2}"
+  for a in "$@"; do
+    [ "$prev" != --max-update ] || max="$a"
+    case "$a" in --max-update=*) max="${a#*=}" ;; esac
+    prev="$a"
+  done
+  if [[ "$max" =~ ^[1-9][0-9]*$ ]] && [ -f "$save/checkpoint_last.pt" ]; then
+    trained="$(checkpoint_updates "$save/checkpoint_last.pt")" || exit 1
+    if [ "$trained" -ge "$max" ]; then
+      log "skip: $name already at update $max ($save/checkpoint_last.pt)"
+      return 0
+    fi
+  fi
+  mkdir -p "$save"
+  print_command "$@" > "$save/command.sh"
+  log "$what (log: $save/train.log)"
+  "$@" 2>&1 | tee -a "$save/train.log"
+}
+
 # checkpoint_task CKPT : "TASK ARCH" of the fairseq checkpoint CKPT ("-" for
 # what it does not record); one line if it is missing, truncated or not a
 # fairseq checkpoint.
 checkpoint_task() {
-  [ -f "$1" ] || die "no checkpoint '$1'"
-  local out
-  out="$(python - "$1" 2>/dev/null <<'PY'
-import sys
-import torch
-try:
-    state = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
-    assert isinstance(state, dict) and "model" in state
-except Exception:
-    print("!")
-    sys.exit(0)
-def get(c, k):
-    return c.get(k) if hasattr(c, "get") else getattr(c, k, None)
-top = state.get("cfg")
-model = get(top, "model") if top is not None else state.get("args")
-task = get(top, "task") if top is not None else state.get("args")
-name = (get(task, "_name") or get(task, "task")) if task is not None else None
-arch = (get(model, "arch") or get(model, "_name")) if model is not None else None
-print(name or "-", arch or "-")
-PY
-)" || true
-  case "$out" in
-    ""|"!") die "'$1' is not a fairseq checkpoint (truncated, or not a torch file)" ;;
-    *) echo "$out" ;;
-  esac
+  local task arch
+  inspect_checkpoint "$1" task=task arch=arch || die "$INSPECT_ERROR"
+  echo "${task:--} ${arch:--}"
 }
 
 # check_bpe_model KIND PATH : PATH is a readable tokeniser of KIND
 # (sentencepiece: a .model file; gpt2: a folder of encoder.json and vocab.bpe;
 # auto: a folder is gpt2, a file sentencepiece), else one line, before any
 # work is done (a non-UTF-8 or corrupt file is not a traceback later).
-check_bpe_model() {
-  local kind="$1" path="$2" err
-  [ -e "$path" ] || die "no --bpe-model '$path'"
-  if [ "$kind" = auto ] || [ -z "$kind" ]; then if [ -d "$path" ]; then kind=gpt2; else kind=sentencepiece; fi; fi
-  err="$(python - "$kind" "$path" 2>/dev/null <<'PY'
-import json
-import sys
-from pathlib import Path
-kind, path = sys.argv[1], Path(sys.argv[2])
-try:
-    if kind == "sentencepiece":
-        if not path.is_file():
-            raise ValueError("is not a file (a SentencePiece .model file)")
-        import sentencepiece as spm
-        try:
-            spm.SentencePieceProcessor(model_file=str(path))
-        except Exception:
-            raise ValueError("is not a SentencePiece model (corrupt, or another kind of file)") from None
-    elif kind == "gpt2":
-        if not path.is_dir():
-            raise ValueError("is not a folder of GPT-2's encoder.json and vocab.bpe")
-        for name in ("encoder.json", "vocab.bpe"):
-            f = path / name
-            if not f.is_file():
-                raise ValueError(f"has no {name}")
-            try:
-                text = f.read_text(encoding="utf-8")
-            except UnicodeDecodeError as e:
-                raise ValueError(f"holds {name}, which is not UTF-8 text (byte {e.start})") from None
-            if name == "encoder.json":
-                try:
-                    assert isinstance(json.loads(text), dict)
-                except Exception:
-                    raise ValueError("has an encoder.json that is not GPT-2's JSON vocabulary") from None
-except ValueError as e:
-    print(f"--bpe-model '{path}' ({kind}) {e}")
-PY
-)" || die "cannot check --bpe-model '$path' (run scripts/setup_env.sh)"
-  [ -z "$err" ] || die "$err"
-}
+check_bpe_model() { fairseq_local inspect --bpe-model "$2" --bpe "${1:-auto}" --field bpe > /dev/null || exit 1; }

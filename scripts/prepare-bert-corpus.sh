@@ -30,7 +30,7 @@
 # --bpe KIND         sentencepiece (default) or gpt2.
 # --gpt2-dir DIR     GPT-2's encoder.json and vocab.bpe (checked by SHA-256);
 #                    default data-bin/gpt2-bpe, which scripts/setup_env.sh
-#                    fills ("python fairseq_local/data/tokenizers.py fetch-gpt2":
+#                    fills ("python -m fairseq_local_data.bpe fetch-gpt2":
 #                    pip download of openai-whisper==20230124 from PyPI);
 #                    nothing is downloaded here.
 # --srcdict FILE     with gpt2: RoBERTa's dict.txt (GPT-2 symbols by frequency)
@@ -51,12 +51,12 @@
 # Output: OUT/{dict.txt,train,valid,test}.{bin,idx}, OUT/raw/{split}.txt
 # (sentences), OUT/bpe/ (the tokeniser and encoded text), OUT/summary.txt,
 # OUT/work/ (WikiExtractor output).
-# Stand-ins: "python -m fairseq_local.data.standins --out DIR" writes a small
+# Stand-ins: "python -m fairseq_local_data.standins --out DIR" writes a small
 # dump and zip in these formats, for tests and demos.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-CORPUS_PY="$USER_DIR/data/bert_corpus.py"  # run as files: no fairseq import, fast start
-TOK_PY="$USER_DIR/data/tokenizers.py"
+CORPUS_PY=(python -m fairseq_local_data.bert_corpus)
+BPE_PY=(python -m fairseq_local_data.bpe)
 
 WIKI="" BOOKS="" OUT="$FAIRSEQ_LOCAL_ROOT/data-bin/bert-corpus" BPE=sentencepiece GPT2_DIR="" SRCDICT=""
 VOCAB=30000 VALID=auto TEST=auto SEED=1 DOWNLOAD=""
@@ -108,8 +108,8 @@ if [ -n "$DOWNLOAD" ]; then  # needs a network; not used by the tests
   [ -n "$BOOKS" ] || log "Gutenberg: download Gutenberg.zip from https://web.eecs.umich.edu/~lahiri/gutenberg_dataset.html and pass --gutenberg"
 fi
 [ -n "$WIKI" ] || [ -n "$BOOKS" ] || die "no corpus given: --wiki DUMP.xml.bz2 and/or --gutenberg BOOKS.zip (see --help)"
-[ -z "$WIKI" ] || python "$CORPUS_PY" check-wiki "$WIKI"
-[ -z "$BOOKS" ] || python "$CORPUS_PY" check-gutenberg "$BOOKS" > /dev/null
+[ -z "$WIKI" ] || "${CORPUS_PY[@]}" check-wiki "$WIKI"
+[ -z "$BOOKS" ] || "${CORPUS_PY[@]}" check-gutenberg "$BOOKS" > /dev/null
 
 W="$OUT/work" RAW="$OUT/raw" BPEDIR="$OUT/bpe"
 mkdir -p "$W" "$RAW" "$BPEDIR"
@@ -146,7 +146,7 @@ else
   args=(split --out "$RAW" --valid-docs "$VALID" --test-docs "$TEST" --seed "$SEED" --workers "$WORKERS")
   [ -z "$WIKI" ] || args+=(--wiki-dir "$W/wiki")
   [ -z "$BOOKS" ] || args+=(--gutenberg "$BOOKS")
-  python "$CORPUS_PY" "${args[@]}" > /dev/null
+  "${CORPUS_PY[@]}" "${args[@]}" > /dev/null
   # shellcheck disable=SC2046
   step_finish "$RAW/.split.done" "$W/inputs.id" "$W/split.args" $(wiki_files) "${split_files[@]}"
 fi
@@ -159,7 +159,7 @@ if [ "$BPE" = sentencepiece ]; then
     log "skip: SentencePiece model already trained"
   else
     log "training SentencePiece (at most $VOCAB pieces) on $RAW/train.txt"
-    python "$TOK_PY" spm-train --input "$RAW/train.txt" --model-prefix "$BPEDIR/spm" \
+    "${BPE_PY[@]}" spm-train --input "$RAW/train.txt" --model-prefix "$BPEDIR/spm" \
       --vocab-size "$VOCAB" --threads "$WORKERS" >&2
     step_finish "$BPEDIR/.tokeniser.done" "$BPEDIR/config.txt" "$RAW/train.txt" "${CODES[@]}"
   fi
@@ -171,8 +171,8 @@ else
   else
     src="${GPT2_DIR:-$FAIRSEQ_LOCAL_ROOT/data-bin/gpt2-bpe}"
     [ -n "$GPT2_DIR" ] || [ -f "$src/encoder.json" ] || die "no GPT-2 BPE files in $src: run scripts/setup_env.sh \
-(python fairseq_local/data/tokenizers.py fetch-gpt2) or give --gpt2-dir DIR"
-    python "$TOK_PY" check-gpt2 "$src" >&2
+(python -m fairseq_local_data.bpe fetch-gpt2 --dest $src) or give --gpt2-dir DIR"
+    "${BPE_PY[@]}" check-gpt2 "$src" >&2
     cp "$src/encoder.json" "$src/vocab.bpe" "$BPEDIR/"
     step_finish "$BPEDIR/.tokeniser.done" "$BPEDIR/config.txt" "${CODES[@]}"
   fi
@@ -186,7 +186,7 @@ for split in train valid test; do
   fi
   log "encoding $split with $BPE"
   if [ "$BPE" = sentencepiece ]; then
-    python "$USER_DIR/data/wmt.py" spm-encode --model "$BPEDIR/spm.model" "$RAW/$split.txt" "$BPEDIR/$split.bpe"
+    python -m fairseq_local_data.wmt spm-encode --model "$BPEDIR/spm.model" "$RAW/$split.txt" "$BPEDIR/$split.bpe"
   else
     python -m fairseq.examples.roberta.multiprocessing_bpe_encoder --encoder-json "$BPEDIR/encoder.json" \
       --vocab-bpe "$BPEDIR/vocab.bpe" --inputs "$RAW/$split.txt" --outputs "$BPEDIR/$split.bpe.tmp" \
@@ -217,10 +217,9 @@ else
 fi
 
 # --- 6. summary -----------------------------------------------------------------
-{
-  echo "bpe $BPE"
-  [ "$BPE" = gpt2 ] || echo "sentencepiece_pieces $(python -c 'import sentencepiece as s, sys; print(s.SentencePieceProcessor(model_file=sys.argv[1]).get_piece_size())' "$BPEDIR/spm.model")"
-  echo "dictionary_size $(wc -l < "$OUT/dict.txt")"
-  python -c 'import json, sys; [print(k, v) for k, v in json.load(open(sys.argv[1])).items()]' "$RAW/stats.json"
-} > "$OUT/summary.txt"
+spm_args=()
+[ "$BPE" = gpt2 ] || spm_args=(--spm-model "$BPEDIR/spm.model")
+"${CORPUS_PY[@]}" summary --bpe "$BPE" "${spm_args[@]}" --dict "$OUT/dict.txt" --stats "$RAW/stats.json" \
+  > "$OUT/summary.txt.tmp"
+mv "$OUT/summary.txt.tmp" "$OUT/summary.txt"
 log "BERT corpus ready in $OUT ($(tr '\n' ' ' < "$OUT/summary.txt"))"

@@ -9,14 +9,15 @@
 #         DIR/TASK/{train,dev,test}.tsv, MNLI with dev_matched, dev_mismatched,
 #         test_matched and test_mismatched, and optionally
 #         DIR/diagnostic/diagnostic.tsv (AX, prepared as MNLI's third test set).
-#         `python -m fairseq_local.data.glue_fake --out DIR` writes a stand-in.
+#         `python -m fairseq_local_data.glue_fake --out DIR` writes a stand-in.
 # --src-dict: the pretraining dictionary (dict.txt of the masked-LM data).
 # --bpe: gpt2 (RoBERTa's byte-level BPE; --bpe-model is a folder with GPT-2's
-#         encoder.json and vocab.bpe, default data-bin/gpt2-bpe, written by
-#         `python fairseq_local/data/tokenizers.py fetch-gpt2`), sentencepiece
-#         (--bpe-model is the .model file of the pretraining corpus) or none
-#         (text already tokenised). Default: gpt2. Both BPEs are those of
-#         fairseq_local/data/tokenizers.py, as for the pretraining corpus.
+#         encoder.json and vocab.bpe, default data-bin/gpt2-bpe, which
+#         scripts/setup_env.sh fills with `python -m fairseq_local_data.bpe
+#         fetch-gpt2`), sentencepiece (--bpe-model is the .model file of the
+#         pretraining corpus) or none (text already tokenised). Default: gpt2.
+#         Both BPEs are those of fairseq_local_data/bpe.py, as for the
+#         pretraining corpus.
 # --tasks: default all nine (CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI).
 # Output: OUT/TASK-bin/{input0,input1,label}/ (default OUT: data-bin/glue), the
 #         layout fairseq's sentence_prediction task reads: the columns the
@@ -51,7 +52,7 @@ done
 case "$BPE" in
   gpt2) BPE_MODEL="${BPE_MODEL:-$FAIRSEQ_LOCAL_ROOT/data-bin/gpt2-bpe}"
         [ -f "$BPE_MODEL/encoder.json" ] && [ -f "$BPE_MODEL/vocab.bpe" ] \
-          || die "--bpe gpt2: no encoder.json and vocab.bpe in '$BPE_MODEL' (give --bpe-model DIR, or run: python fairseq_local/data/tokenizers.py fetch-gpt2)" ;;
+          || die "--bpe gpt2: no encoder.json and vocab.bpe in '$BPE_MODEL' (give --bpe-model DIR, or run: python -m fairseq_local_data.bpe fetch-gpt2 --dest '$BPE_MODEL')" ;;
   sentencepiece) [ -f "$BPE_MODEL" ] || die "--bpe sentencepiece needs --bpe-model FILE.model" ;;
   none) ;;
   *) die "unknown --bpe '$BPE' (gpt2, sentencepiece or none)" ;;
@@ -64,7 +65,7 @@ check_out_dir "$OUT" "--out"
 check_apart "$OUT" "$GLUE"
 for d in "$OUT/processed" $(for t in $TASKS; do echo "$OUT/$t-bin"; done); do check_apart "$d" "$DICT" "$BPE_MODEL"; done
 
-GLUE_PY=(python "$USER_DIR/data/glue.py")
+GLUE_PY=(python -m fairseq_local_data.glue)
 # A missing task folder or TSV is reported before any work is done.
 # shellcheck disable=SC2086
 "${GLUE_PY[@]}" check --glue-dir "$GLUE" --tasks $TASKS || exit 1

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Generate the seeded synthetic corpus (fairseq_local.data.synthetic), learn and
+# Generate the seeded synthetic corpus (fairseq_local_data.synthetic), learn and
 # apply joint BPE, and binarise it. The gold dependency trees of the source side
 # are written next to the text as OUT/raw/{split}.src.conllu. Idempotent: a re-run
 # skips finished steps; changed generator options regenerate everything.
 #
 # Usage: scripts/prepare-synthetic.sh [--out DIR] [--merges N] [GENERATOR_OPTIONS...]
-# Generator options (python -m fairseq_local.data.synthetic --help) override the
+# Generator options (python -m fairseq_local_data.synthetic --help) override the
 # defaults: --seed 1 --train 20000 --valid 500 --test 500 --nouns 200
 # --adjectives 60 --verbs 60 --max-len 20. Default --out data-bin/synthetic,
 # --merges 1000.
@@ -33,7 +33,7 @@ echo "${GEN[*]}" > "$RAW/.config.new"
 if ! { cmp -s "$RAW/.config.new" "$RAW/.config" && step_done "$RAW/.done" "${raw_files[@]}"; }; then
   log "generating the synthetic corpus (${GEN[*]}) in $RAW"
   rm -rf "$OUT/bpe" "$OUT/.binarize.done"
-  python -m fairseq_local.data.synthetic --out-dir "$RAW" --trees "${GEN[@]}"
+  python -m fairseq_local_data.synthetic --out-dir "$RAW" --trees "${GEN[@]}"
   mv "$RAW/.config.new" "$RAW/.config"
   step_finish "$RAW/.done" "${raw_files[@]}"
 fi

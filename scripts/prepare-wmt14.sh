@@ -45,7 +45,7 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 SCRIPTS="$FAIRSEQ_LOCAL_ROOT/scripts"
-WMT_PY="$USER_DIR/data/wmt.py"  # run as a file: no fairseq import, fast start
+WMT_PY=(python -m fairseq_local_data.wmt)  # no fairseq import: a fast start
 
 PAIR="" RAW_DIR="" DL="$FAIRSEQ_LOCAL_ROOT/data-bin/wmt14-download" OUT="" MERGES="" SPM=0
 WORKERS="$(nproc 2>/dev/null || echo 2)"
@@ -147,13 +147,13 @@ for c in "${CORPORA[@]}"; do
     log "skip: $corpus already extracted"
   else
     log "extracting $corpus from $RAW_DIR/$archive"
-    python "$WMT_PY" extract-corpus "$RAW_DIR/$archive" "$dir" "$corpus" "$S" "$T"
+    "${WMT_PY[@]}" extract-corpus "$RAW_DIR/$archive" "$dir" "$corpus" "$S" "$T"
     step_finish "$dir/.$corpus.done" "$dir/$corpus.$S" "$dir/$corpus.$T"
   fi
   train_raw+=("$corpus"$'\t'"$dir/$corpus.$S"$'\t'"$dir/$corpus.$T")
 done
 for m in "${MANIFESTS[@]}"; do
-  listing="$(python "$WMT_PY" manifest "$m")" || exit 1
+  listing="$("${WMT_PY[@]}" manifest "$m")" || exit 1
   while IFS=$'\t' read -r name s t; do
     for c in "${train_raw[@]}"; do [ "${c%%$'\t'*}" != "$name" ] || die "corpus $name listed twice ($m)"; done
     train_raw+=("$name"$'\t'"$s"$'\t'"$t")
@@ -169,7 +169,7 @@ for a in "${TEST_ARCHIVES[@]}"; do
     log "skip: test sets of $a already extracted"
   else
     log "extracting the test sets of $RAW_DIR/$a"
-    python "$WMT_PY" extract "$RAW_DIR/$a" "$dir" 'newstest*'
+    "${WMT_PY[@]}" extract "$RAW_DIR/$a" "$dir" 'newstest*'
     step_finish "$dir/.done" "$dir"/newstest*
   fi
   test_dirs+=("$dir")
@@ -183,7 +183,7 @@ tokenize() {  # tokenize IN OUT LANG: skipped while IN and OUT match the stamp
     log "skip: $out already tokenised"
   else
     log "tokenising $in -> $out"
-    python "$WMT_PY" tok --lang "$3" --workers "$WORKERS" "$in" "$out"
+    "${WMT_PY[@]}" tok --lang "$3" --workers "$WORKERS" "$in" "$out"
     step_finish "$stamp" "$in" "$out"
   fi
 }
@@ -204,7 +204,7 @@ SPLITS="train valid test"
 for i in "${!EXTRA[@]}"; do TESTSET[test$((i + 1))]="${EXTRA[$i]}"; SPLITS+=" test$((i + 1))"; done
 for split in $SPLITS; do
   [ "$split" != train ] || continue
-  files="$(python "$WMT_PY" find-test "${TESTSET[$split]}" --src "$S" --tgt "$T" "${test_dirs[@]}")" || exit 1
+  files="$("${WMT_PY[@]}" find-test "${TESTSET[$split]}" --src "$S" --tgt "$T" "${test_dirs[@]}")" || exit 1
   tokenize "$(sed -n 1p <<< "$files")" "$TOK/$split.$S" "$S"
   tokenize "$(sed -n 2p <<< "$files")" "$TOK/$split.$T" "$T"
   require_parallel "$TOK/$split.$S" "$TOK/$split.$T"
@@ -215,7 +215,7 @@ if step_done "$W/.clean.done" "${clean_files[@]}" "$TOK/train.$S" "$TOK/train.$T
   log "skip: training data already cleaned"
 else
   log "cleaning the training data (${corpus_names[*]})"
-  python "$WMT_PY" clean "${clean_args[@]}" --out-src "$TOK/train.$S" --out-tgt "$TOK/train.$T" \
+  "${WMT_PY[@]}" clean "${clean_args[@]}" --out-src "$TOK/train.$S" --out-tgt "$TOK/train.$T" \
     --stats "$W/clean.json" --ratio 1.5 --min 1 --max 250
   step_finish "$W/.clean.done" "${clean_files[@]}" "$TOK/train.$S" "$TOK/train.$T" "$W/clean.json"
 fi
@@ -242,7 +242,7 @@ fi
 # --- 6. summary ---------------------------------------------------------------
 split_args=(--split "train=$(IFS=+; echo "${corpus_names[*]}")")
 for split in $SPLITS; do [ "$split" = train ] || split_args+=(--split "$split=${TESTSET[$split]}"); done
-python "$WMT_PY" summary --data "$OUT" --src "$S" --tgt "$T" "${split_args[@]}" \
+"${WMT_PY[@]}" summary --data "$OUT" --src "$S" --tgt "$T" "${split_args[@]}" \
   --clean-stats "$W/clean.json" --out "$OUT/summary.json" --set "bpe=$bpe" \
   --set 'tokenizer="sacremoses: normalize-punctuation, remove-non-printing-char, tokenizer -a -no-escape"'
 log "WMT'14 $PAIR ready in $OUT (summary: $OUT/summary.json)"

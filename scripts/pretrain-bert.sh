@@ -38,29 +38,11 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-ARCH="" DATA="" SAVE="" UPD=300000 UPD512=1000 BSZ=32 UF=64 LR=2e-4 WARM=10000 MAXPOS=512 LENGTHS=128,512 CPU=() DRY=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --data|--save-dir|--updates|--updates-512|--batch-size|--update-freq|--lr|--warmup|--max-positions|--lengths)
-      needs_value "$@" ;;&
-    --data) DATA="$2"; shift 2 ;;
-    --save-dir) SAVE="$2"; shift 2 ;;
-    --updates) UPD="$2"; shift 2 ;;
-    --updates-512) UPD512="$2"; shift 2 ;;
-    --batch-size) BSZ="$2"; shift 2 ;;
-    --update-freq) UF="$2"; shift 2 ;;
-    --lr) LR="$2"; shift 2 ;;
-    --warmup) WARM="$2"; shift 2 ;;
-    --max-positions) MAXPOS="$2"; shift 2 ;;
-    --lengths) LENGTHS="$2"; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --dry-run) DRY=1; shift ;;
-    --) shift; break ;;
-    -h|--help) usage; exit 0 ;;
-    -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
-    *) [ -z "$ARCH" ] || die "unexpected argument '$1' (see --help)"; ARCH="$1"; shift ;;
-  esac
-done
+ARCH="" DATA="" SAVE="" UPD=300000 UPD512=1000 BSZ=32 UF=64 LR=2e-4 WARM=10000 MAXPOS=512 LENGTHS=128,512 CPU=0 DRY=0
+parse_options "ARCH --data=DATA --save-dir=SAVE --updates=UPD --updates-512=UPD512 --batch-size=BSZ \
+  --update-freq=UF --lr=LR --warmup=WARM --max-positions=MAXPOS --lengths=LENGTHS --cpu+CPU --dry-run+DRY \
+  --=fairseq" "$@"
+set -- ${REST[@]+"${REST[@]}"}
 [ -n "$ARCH" ] || die "missing ARCH: a RoBERTa arch such as roberta_band6 (see --help)"
 [[ "$LENGTHS" =~ ^[0-9]+,[0-9]+$ ]] || die "--lengths must be two lengths 'L1,L2', not '$LENGTHS'"
 LEN1="${LENGTHS%,*}" LEN2="${LENGTHS#*,}"
@@ -92,26 +74,18 @@ phase() {
     --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
     --lr "$LR" --lr-scheduler polynomial_decay --warmup-updates "$WARM" --total-num-update "$TOTAL"
     --max-update "$max" --batch-size "$BSZ" --update-freq "$UF" --skip-invalid-size-inputs-valid-test
-    --save-dir "$dir" --tensorboard-logdir "$dir/tb" --log-format simple "${CPU[@]}")
+    --save-dir "$dir" --tensorboard-logdir "$dir/tb" --log-format simple)
+  [ "$CPU" = 0 ] || cmd+=(--cpu)
   # Phase 2 starts from phase 1's weights, optimiser and update count, unless
   # it already has a checkpoint of its own (then it resumes from that).
   if [ -n "$restore" ] && [ ! -f "$dir/checkpoint_last.pt" ]; then
     cmd+=(--restore-file "$restore" --reset-dataloader)
   fi
   cmd+=("$@")
-  if [ "$DRY" = 1 ]; then printf '%q ' "${cmd[@]}"; echo; return 0; fi
+  if [ "$DRY" = 1 ]; then print_command "${cmd[@]}"; return 0; fi
   # Resuming another model, or an unreadable checkpoint, is refused before
-  # anything is written.
-  local resume; resume="$(resumed_checkpoint "$dir" "${cmd[@]:1}")"
-  [ -z "$resume" ] || check_resume "$resume" "${cmd[@]:1}"
-  if [ "$(checkpoint_updates "$dir/checkpoint_last.pt")" -ge "$max" ]; then
-    log "skip: $ARCH $name already at update $max ($dir/checkpoint_last.pt)"
-    return 0
-  fi
-  mkdir -p "$dir"
-  { printf '%q ' "${cmd[@]}"; echo; } > "$dir/command.sh"
-  log "pretraining $ARCH, $name: length $len up to update $max (log: $dir/train.log)"
-  "${cmd[@]}" 2>&1 | tee -a "$dir/train.log"
+  # anything is written; a finished phase is skipped.
+  train_run "$dir" "$ARCH $name" "pretraining $ARCH, $name: length $len up to update $max" "${cmd[@]}"
 }
 
 phase "len$LEN1" "$LEN1" "$UPD" "" "$@"

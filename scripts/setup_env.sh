@@ -37,10 +37,10 @@ _fairseq_local_install() (
     echo "$want" > "$stamp"
   fi
   # GPT-2's byte-level BPE files (encoder.json, vocab.bpe), checked by SHA-256,
-  # for --bpe gpt2 (fairseq_local/data/tokenizers.py).
+  # for --bpe gpt2 (fairseq_local_data/bpe.py).
   if [ ! -f "$root/data-bin/gpt2-bpe/vocab.bpe" ]; then
     echo "[setup] fetching GPT-2 BPE files into $root/data-bin/gpt2-bpe"
-    "$venv/bin/python" "$root/fairseq_local/data/tokenizers.py" fetch-gpt2 --dest "$root/data-bin/gpt2-bpe"
+    "$venv/bin/python" -m fairseq_local_data.bpe fetch-gpt2 --dest "$root/data-bin/gpt2-bpe"
   fi
 )
 

@@ -34,24 +34,9 @@ CONFIGS="roberta_local_base roberta_band2 roberta_band6 roberta_band6_all_tied r
 TASKS="QQP SST-2 MNLI QNLI"
 CORPUS="$FAIRSEQ_LOCAL_ROOT/data-bin/bert-corpus" GLUE_BIN="$FAIRSEQ_LOCAL_ROOT/data-bin/glue"
 GLUE_DIR="$FAIRSEQ_LOCAL_ROOT/data/glue" RUNS="$FAIRSEQ_LOCAL_ROOT/runs/bert"
-PRE_ARGS="" FT_ARGS="" CPU=() DRY=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --configs|--tasks|--corpus|--glue-bin|--glue-dir|--runs-root|--pretrain-args|--finetune-args) needs_value "$@" ;;&
-    --configs) CONFIGS="$2"; shift 2 ;;
-    --tasks) TASKS="$2"; shift 2 ;;
-    --corpus) CORPUS="$2"; shift 2 ;;
-    --glue-bin) GLUE_BIN="$2"; shift 2 ;;
-    --glue-dir) GLUE_DIR="$2"; shift 2 ;;
-    --runs-root) RUNS="$2"; shift 2 ;;
-    --pretrain-args) PRE_ARGS="$2"; shift 2 ;;
-    --finetune-args) FT_ARGS="$2"; shift 2 ;;
-    --cpu) CPU=(--cpu); shift ;;
-    --dry-run) DRY=1; shift ;;
-    -h|--help) usage; exit 0 ;;
-    *) die "unknown option '$1' (see --help)" ;;
-  esac
-done
+PRE_ARGS="" FT_ARGS="" CPU=0 DRY=0
+parse_options "--configs=CONFIGS --tasks=TASKS --corpus=CORPUS --glue-bin=GLUE_BIN --glue-dir=GLUE_DIR \
+  --runs-root=RUNS --pretrain-args=PRE_ARGS --finetune-args=FT_ARGS --cpu+CPU --dry-run+DRY" "$@"
 [ -n "$CONFIGS" ] || die "--configs is empty"
 [ -n "$TASKS" ] || die "--tasks is empty"
 [ -f "$CORPUS/dict.txt" ] || die "no masked-LM data in '$CORPUS' (run scripts/prepare-bert-corpus.sh)"
@@ -65,6 +50,7 @@ check_run_dir_apart "$RUNS" "$CORPUS" "$GLUE_BIN" "$GLUE_DIR"
 require_roberta_archs $CONFIGS
 SCRIPTS="$FAIRSEQ_LOCAL_ROOT/scripts"
 DRYOPT=(); [ "$DRY" = 0 ] || DRYOPT=(--dry-run)
+CPUOPT=(); [ "$CPU" = 0 ] || CPUOPT=(--cpu)
 
 # Split "A -- B" into the script's own options and the fairseq ones after "--"
 # (words split at whitespace, without pathname expansion: no value may contain
@@ -83,18 +69,18 @@ split_args "$FT_ARGS" FT_OWN FT_FS
 
 for arch in $CONFIGS; do
   log "== $arch: pretraining"
-  bash "$SCRIPTS/pretrain-bert.sh" "$arch" --data "$CORPUS" --save-dir "$RUNS/$arch" "${CPU[@]}" "${DRYOPT[@]}" \
+  bash "$SCRIPTS/pretrain-bert.sh" "$arch" --data "$CORPUS" --save-dir "$RUNS/$arch" "${CPUOPT[@]}" "${DRYOPT[@]}" \
     "${PRE_OWN[@]}" -- "${PRE_FS[@]}"
   for task in $TASKS; do
     log "== $arch: fine-tuning on $task"
     bash "$SCRIPTS/finetune-glue.sh" --data "$GLUE_BIN/$task-bin" --task "$task" --arch "$arch" \
-      --checkpoint "$RUNS/$arch/checkpoint_last.pt" --save-dir "$RUNS/$arch/glue/$task" "${CPU[@]}" \
+      --checkpoint "$RUNS/$arch/checkpoint_last.pt" --save-dir "$RUNS/$arch/glue/$task" "${CPUOPT[@]}" \
       "${DRYOPT[@]}" "${FT_OWN[@]}" -- "${FT_FS[@]}"
   done
   [ "$DRY" = 0 ] || continue
   log "== $arch: evaluating"
   bash "$SCRIPTS/evaluate-glue.sh" --runs "$RUNS/$arch/glue" --data "$GLUE_BIN" --glue-dir "$GLUE_DIR" \
-    --out "$RUNS/$arch/glue/eval" --tasks "$TASKS" $([ ${#CPU[@]} -gt 0 ] || echo --cuda)
+    --out "$RUNS/$arch/glue/eval" --tasks "$TASKS" $([ "$CPU" = 1 ] || echo --cuda)
 done
 [ "$DRY" = 0 ] || exit 0
 fairseq-local tables --bert --runs-root "$RUNS" --tasks $TASKS --markdown "$RUNS/table4.md"

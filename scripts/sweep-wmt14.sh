@@ -27,24 +27,9 @@ SCRIPTS="$FAIRSEQ_LOCAL_ROOT/scripts"
 
 PAIR="" CONFIGS="a b c d e f g h i j k l" GPUS="" JOBS=sequential AVERAGE="" DATA=""
 RUNS_ROOT="$FAIRSEQ_LOCAL_ROOT/runs" SBATCH_ARGS="" DRY=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --configs|--gpus|--jobs|--average|--data|--runs-root|--sbatch-args)
-      needs_value "$@" ;;&
-    --configs) CONFIGS="$2"; shift 2 ;;
-    --gpus) GPUS="$2"; shift 2 ;;
-    --jobs) JOBS="$2"; shift 2 ;;
-    --average) AVERAGE="$2"; shift 2 ;;
-    --data) DATA="$2"; shift 2 ;;
-    --runs-root) RUNS_ROOT="$2"; shift 2 ;;
-    --sbatch-args) SBATCH_ARGS="$2"; shift 2 ;;
-    --dry-run) DRY=1; shift ;;
-    --) shift; break ;;
-    -h|--help) usage; exit 0 ;;
-    -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
-    *) [ -z "$PAIR" ] || die "unexpected argument '$1' (see --help)"; PAIR="$1"; shift ;;
-  esac
-done
+parse_options "PAIR --configs=CONFIGS --gpus=GPUS --jobs=JOBS --average=AVERAGE --data=DATA --runs-root=RUNS_ROOT \
+  --sbatch-args=SBATCH_ARGS --dry-run+DRY --=fairseq" "$@"
+set -- ${REST[@]+"${REST[@]}"}
 require_pair "$PAIR"
 case "$JOBS" in sequential|slurm) ;; *) die "--jobs must be sequential or slurm, not '$JOBS'" ;; esac
 [ -n "$CONFIGS" ] || die "--configs is empty"
@@ -59,7 +44,6 @@ names="$(resolve_configs $CONFIGS | cut -d' ' -f1)" || exit 1
 train_opts=(${GPUS:+--gpus "$GPUS"} ${DATA:+--data "$DATA"})
 eval_opts=(${AVERAGE:+--average "$AVERAGE"} ${DATA:+--data "$DATA"})
 [ -z "$AVERAGE" ] || [[ "$AVERAGE" =~ ^[1-9][0-9]*$ ]] || die "--average must be a positive integer, not '$AVERAGE'"
-quote() { printf '%q ' "$@"; echo; }
 
 for name in $names; do
   run="$RUNS_ROOT/wmt14_$PAIR/$name"
@@ -69,7 +53,7 @@ for name in $names; do
     if [ "$DRY" = 1 ]; then
       echo "# config $name"
       "${train[@]}" --dry-run -- "$@"
-      quote "${evaluate[@]}"
+      print_command "${evaluate[@]}"
       continue
     fi
     log "sweep $PAIR: config $name"
@@ -84,8 +68,8 @@ for name in $names; do
 #SBATCH --output=$run/slurm-%j.out
 set -euo pipefail
 cd $(printf '%q' "$FAIRSEQ_LOCAL_ROOT")
-$(quote "${train[@]}" -- "$@")
-$(quote "${evaluate[@]}")"
+$(print_command "${train[@]}" -- "$@")
+$(print_command "${evaluate[@]}")"
     script="$RUNS_ROOT/wmt14_$PAIR/slurm/$name.sbatch"
     if [ "$DRY" = 1 ]; then
       echo "# config $name: sbatch $SBATCH_ARGS $script"

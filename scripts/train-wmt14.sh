@@ -40,22 +40,9 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-PAIR="" CONFIG="" GPUS="" MAXTOK=4096 SAVE="" DATA="" DRY=()
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --gpus|--max-tokens|--save-dir|--data) needs_value "$@" ;;&
-    --gpus) GPUS="$2"; shift 2 ;;
-    --max-tokens) MAXTOK="$2"; shift 2 ;;
-    --save-dir) SAVE="$2"; shift 2 ;;
-    --data) DATA="$2"; shift 2 ;;
-    --dry-run) DRY=(--dry-run); shift ;;
-    --) shift; break ;;
-    -h|--help) usage; exit 0 ;;
-    -*) die "unknown option '$1' (fairseq options go after '--'; see --help)" ;;
-    *) if [ -z "$PAIR" ]; then PAIR="$1"; elif [ -z "$CONFIG" ]; then CONFIG="$1"
-       else die "unexpected argument '$1' (see --help)"; fi; shift ;;
-  esac
-done
+PAIR="" CONFIG="" GPUS="" MAXTOK=4096 SAVE="" DATA="" DRY=0
+parse_options "PAIR CONFIG --gpus=GPUS --max-tokens=MAXTOK --save-dir=SAVE --data=DATA --dry-run+DRY --=fairseq" "$@"
+set -- ${REST[@]+"${REST[@]}"}
 require_pair "$PAIR"
 EFFECTIVE=$([ "$PAIR" = en-de ] && echo 32000 || echo 25000)  # target tokens per update (Pande et al., §5.1)
 [ -n "$CONFIG" ] || die "missing configuration: a paper letter (a-l) or an arch name (see --help)"
@@ -84,6 +71,7 @@ else
   extra+=(--fp16)
   [ "$GPUS" = 1 ] || extra+=(--distributed-world-size "$GPUS")
 fi
-[ "${#DRY[@]}" = 1 ] || log "WMT'14 $PAIR, config $NAME ($ARCH): $GPUS GPU(s) x $MAXTOK tokens x update-freq $UPDATE_FREQ (effective batch $EFFECTIVE tokens)"
+DRYOPT=(); [ "$DRY" = 0 ] || DRYOPT=(--dry-run)
+[ "$DRY" = 1 ] || log "WMT'14 $PAIR, config $NAME ($ARCH): $GPUS GPU(s) x $MAXTOK tokens x update-freq $UPDATE_FREQ (effective batch $EFFECTIVE tokens)"
 FAIRSEQ_LOCAL_RESOLVED_ARCH="$ARCH" exec "$FAIRSEQ_LOCAL_ROOT/scripts/train.sh" --data "$DATA" --arch "$ARCH" --save-dir "$SAVE" \
-  ${DRY[@]+"${DRY[@]}"} -- "${extra[@]}" "$@"
+  ${DRYOPT[@]+"${DRYOPT[@]}"} -- "${extra[@]}" "$@"

@@ -27,6 +27,7 @@ from typing import Iterator, List
 import torch
 from torch import Tensor, nn
 
+from ..attention.context import AttentionCapture, attention_context
 from .model import AnalysisModel
 
 
@@ -34,18 +35,14 @@ def _head_outputs(model: AnalysisModel, src_tokens: Tensor, src_lengths: Tensor)
     """A function ``E`` (B, T, d) -> head outputs (L, T, B, d) of every layer
     (the input of each ``out_proj``: heads concatenated, gates applied)."""
     def run(embeddings: Tensor) -> Tensor:
-        outs: List[Tensor] = []
-        hooks = [a.out_proj.register_forward_pre_hook(lambda m, args: outs.append(args[0]))
-                 for a in model.attention]
-        for a in model.attention:
-            a.weights_sink = []  # the explicit path: the fused SDPA kernel has no forward-mode derivative
-        try:
+        calls = AttentionCapture(head_outputs=True, graph=True)
+        # the dense path: the fused SDPA kernel of the others has no forward-mode derivative
+        with attention_context(capture=calls, impl="dense"):
             model.encoder(src_tokens, src_lengths=src_lengths, token_embeddings=embeddings)
-        finally:
-            for a in model.attention:
-                a.weights_sink = None
-            for h in hooks:
-                h.remove()
+        outs: List[Tensor] = []
+        for c in calls.calls:  # (B, H, T, d_h) -> (T, B, H·d_h)
+            B, H, T, dh = c.head_outputs.shape
+            outs.append(c.head_outputs.permute(2, 0, 1, 3).reshape(T, B, H * dh))
         return torch.stack(outs)
 
     return run

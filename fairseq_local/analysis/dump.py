@@ -35,8 +35,8 @@ class Item:
 
 def read_sentences(text: Optional[str] = None, conllu: Optional[str] = None):
     """Sentences of a whitespace-tokenised text file or a CoNLL-U file
-    (:class:`fairseq_local.data.syntax.Sentence`); one-line errors."""
-    from ..data.syntax import SyntaxFileError, read_conllu, read_text
+    (:class:`fairseq_local_data.syntax.Sentence`); one-line errors."""
+    from fairseq_local_data.syntax import SyntaxFileError, read_conllu, read_text
 
     if (text is None) == (conllu is None):
         raise AnalysisError("give exactly one of --text FILE and --conllu FILE")

@@ -39,24 +39,19 @@ def _chunk_rows(bsz: int, tgt_len: int, dim: int, num_heads: int) -> int:
 
 
 def _attention_terms(attn: LocalMultiheadAttention, x: Tensor, key_padding_mask: Optional[Tensor]):
-    """q, k (B, G, T, d_h), v, o (B, H, T, d_h), P and A = z·P⊙W (B, H, T, T)."""
-    T, B, _ = x.shape
-    G, H, dh = attn.num_groups, attn.num_heads, attn.head_dim
-    q, k, v = attn._in_proj(x)
-    q = q.view(T, B, G, dh).permute(1, 2, 0, 3)
-    k = k.view(T, B, G, dh).permute(1, 2, 0, 3)
-    v = v.view(T, B, H, dh).permute(1, 2, 0, 3)
-    fixed = attn.fixed_mask(T, key_padding_mask, x.device)
+    """q, k (B, G, T, d_h), v, o (B, H, T, d_h), P and A = z·P⊙W (B, H, T, T),
+    from the layer's own projection, dense path and gates."""
+    q, k, v = attn.project(x)
+    fixed = attn.fixed_mask(x.shape[0], key_padding_mask, x.device)
     learned, _ = attn.learned_mask(x, key_padding_mask)
     probs, weight = attn.attention_parts(q, k, fixed, learned, key_padding_mask)
-    # A row without an allowed key has W = 0 and may hold NaN in P: its A, o
-    # and w are 0 whatever P is.
-    probs = torch.nan_to_num(probs, nan=0.0)
+    # P is finite everywhere: the softmax takes finite scores, padded and
+    # excluded keys filled with a finite minimum (a row with no key left is
+    # uniform).  A row without an allowed key has W = 0: its A, o and w are 0.
     a = probs if weight is None else probs * weight
-    if attn.gates is not None:
-        z = torch.ones(H, dtype=a.dtype, device=a.device).index_copy(
-            0, attn.gate_index, attn.gates().to(a.dtype))
-        a = a * z.view(1, H, 1, 1)
+    z = attn.gate_scale(a.dtype, a.device)
+    if z is not None:
+        a = a * z
     o = torch.matmul(a, v)
     return q, k, v, o, probs, a
 
@@ -94,7 +89,7 @@ def _norms(attn: LocalMultiheadAttention, x: Tensor, key_padding_mask: Optional[
     if key_padding_mask is not None and not key_padding_mask.any():
         key_padding_mask = None
     q, k, v, o, probs, a = _attention_terms(attn, x, key_padding_mask)
-    gidx = attn.group_index.to(x.device)
+    gidx = torch.tensor(attn.plan.head_to_group, device=x.device)
     wq = torch.stack([g.q_proj.weight for g in attn.qk]).to(x.dtype)  # (G, dh, d)
     wk = torch.stack([g.k_proj.weight for g in attn.qk]).to(x.dtype)
     wv = attn.v_proj.weight.to(x.dtype).view(H, dh, d)

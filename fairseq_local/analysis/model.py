@@ -20,10 +20,12 @@ from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from ..errors import OneLineError
+
 BPE_KINDS = ("auto", "subword_nmt", "sentencepiece", "gpt2", "none")
 
 
-class AnalysisError(ValueError):
+class AnalysisError(OneLineError, ValueError):
     """Bad input to an analysis command (printed as one ``error:`` line)."""
 
 
@@ -37,7 +39,7 @@ def word_tokeniser(kind: str, model: Optional[str], lang: Optional[str] = None) 
     or the folder of GPT-2's ``encoder.json`` and ``vocab.bpe``.  subword-nmt
     applies the vocabulary ``vocab.LANG`` next to the codes, if there is one,
     with threshold 1 (as scripts/bpe-binarize.sh)."""
-    from ..data.tokenizers import TokenizerError, _spm, gpt2_encoder, gpt2_files
+    from fairseq_local_data.bpe import TokenizerError, gpt2_encoder, gpt2_files, sentencepiece_processor as _spm
 
     try:
         if kind == "none":
@@ -219,22 +221,20 @@ class AnalysisModel:
 
     @contextlib.contextmanager
     def capturing(self) -> Iterator[Capture]:
-        """While open, every forward pass of the encoder fills a :class:`Capture`."""
-        cap = Capture()
+        """While open, every forward pass of the encoder's attention layers is
+        captured (an :func:`~fairseq_local.attention.context.attention_context`
+        asking for inputs and weights, which takes the dense path); the
+        :class:`Capture` yielded holds them once the block closes."""
+        from ..attention.context import AttentionCapture, attention_context
 
-        def keep_input(module, args, kwargs):
-            cap.inputs.append((kwargs["query"] if "query" in kwargs else args[0]).detach())
-
-        hooks = [a.register_forward_pre_hook(keep_input, with_kwargs=True) for a in self.attention]
-        for a in self.attention:
-            a.weights_sink = cap.weights
+        cap, calls = Capture(), AttentionCapture(inputs=True, weights=True)
         try:
-            yield cap
+            with attention_context(capture=calls):
+                yield cap
         finally:
-            for a in self.attention:
-                a.weights_sink = None
-            for h in hooks:
-                h.remove()
+            mine = [c for c in calls.calls if any(c.module is a for a in self.attention)]
+            cap.weights.extend(c.weights for c in mine)
+            cap.inputs.extend(c.input for c in mine)
 
     @torch.no_grad()
     def forward(self, src_tokens: Tensor, src_lengths: Tensor) -> Capture:

@@ -28,10 +28,12 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..errors import OneLineError
+
 __all__ = ["RecordError", "PositionSets", "position_sets", "record_length"]
 
 
-class RecordError(ValueError):
+class RecordError(OneLineError, ValueError):
     """A sentence record (or dump) that does not have the expected format."""
 
 

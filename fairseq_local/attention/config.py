@@ -1,13 +1,21 @@
-"""Every option of the local attention, declared once.
+"""The options of the local attention.
 
 :class:`AttentionConfig` holds the options of
 :class:`~fairseq_local.attention.module.LocalMultiheadAttention` (layout,
 mask mode, DAM, AAA, head gates, Gumbel temperature) for every model that
-uses it.  A model adds them to its parser with :func:`add_attention_args`, a
-named architecture fills in its own defaults with
-:func:`set_attention_defaults`.  Options are ``None`` until they are resolved
-(:func:`fill_defaults`), so that a named arch can tell "unset" from a value
-the user typed.
+uses it: each option is one field there, with its name, type and help.  A
+model adds them to its parser with :func:`add_attention_args`, a named
+architecture fills in its own defaults with :func:`set_attention_defaults`.
+Options are ``None`` until they are resolved (:func:`fill_defaults`), so that
+a named arch can tell "unset" from a value the user typed; the effective
+defaults are :data:`DEFAULTS` and the gate presets
+(:data:`~fairseq_local.attention.gates.GATE_PRESETS`).  The values a choice
+option takes are tuples kept beside the code that implements them and used
+here: :data:`MASK_MODES` and :data:`DAM_L1` (here),
+:data:`~fairseq_local.attention.context.ATTN_IMPLS`,
+:data:`~fairseq_local.attention.learned.DAM_ESTIMATORS`,
+:data:`~fairseq_local.attention.learned.TAU_SCHEDULES` and
+:data:`~fairseq_local.attention.gates.GATE_PENALTIES`.
 """
 
 import copy
@@ -19,6 +27,7 @@ from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
 
 from ..errors import OptionError
+from .context import ATTN_IMPLS
 from .gates import GATE_PENALTIES, GATE_PRESETS, parse_gate_init
 from .layout import check_layout, format_layout, parse_layout
 from .learned import DAM_ESTIMATORS, TAU_SCHEDULES, TauSchedule
@@ -26,7 +35,6 @@ from .learned import DAM_ESTIMATORS, TAU_SCHEDULES, TauSchedule
 MASK_MODES = ("post", "pre")
 # State-dict key fragments of the learned parts of an attention layer (DAM α, AAA selector, gates).
 LEARNED_KEYS = (".self_attn.dam.", ".self_attn.axis.", ".self_attn.gates.")
-ATTN_IMPLS = ("auto", "dense", "window", "flex")
 DAM_L1 = ("sum", "density")
 
 

@@ -41,10 +41,11 @@ import re
 from dataclasses import dataclass
 from typing import List, Tuple
 
+from ..errors import OneLineError
 from .masks import FileMask, HeadMask, MaskSpecError, parse_mask
 
 
-class LayoutError(ValueError):
+class LayoutError(OneLineError, ValueError):
     """A malformed layout, or one that disagrees with the model's dimensions."""
 
 

@@ -1,11 +1,11 @@
 """Sparsity terms of the attention layers, pulled by a criterion after the
 forward pass (as fairseq's ``examples/adaptive_span`` pulls ``get_aux_loss``).
 
-An encoder's forward pass runs inside :func:`recording`: each
+An encoder's forward pass runs inside an
+:func:`~fairseq_local.attention.context.attention_context` with records: each
 :class:`~fairseq_local.attention.module.LocalMultiheadAttention` appends an
 :class:`AttentionRecord` (its learned masks, AAA indicators and padding) to
-the list of the open context, and the encoder returns that list with its
-output.  Nothing is kept on the modules between calls, and no dense pattern of
+the context's list, and the encoder returns that list with its output.  Nothing is kept on the modules between calls, and no dense pattern of
 the fixed heads is built: their |M| is counted from the masks' structure
 (:meth:`~fairseq_local.attention.masks.HeadMask.pair_count`), that of the
 ``aaa`` heads from the row and column indicators
@@ -28,38 +28,18 @@ masks and gates, into:
   open gates, and the share of active AAA rows and columns.
 """
 
-from contextlib import contextmanager, nullcontext
-from contextvars import ContextVar
+from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Iterator, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from .learned import AxisSelector, scale_grad
-from .masks.base import pair_count_table
+from .masks.base import constant, pair_count_table
 
 if TYPE_CHECKING:  # pragma: no cover
     from .module import LocalMultiheadAttention
-
-_RECORDS: ContextVar[Optional[list]] = ContextVar("fairseq_local_attention_records", default=None)
-
-
-@contextmanager
-def recording() -> Iterator[List["AttentionRecord"]]:
-    """Collect the :class:`AttentionRecord` of every attention forward pass
-    run inside the context, in order."""
-    records: List[AttentionRecord] = []
-    token = _RECORDS.set(records)
-    try:
-        yield records
-    finally:
-        _RECORDS.reset(token)
-
-
-def active_record_list() -> Optional[list]:
-    """The list of the innermost open :func:`recording`, or None."""
-    return _RECORDS.get()
 
 
 @dataclass
@@ -67,10 +47,10 @@ class AttentionRecord:
     """What one attention forward pass realised.
 
     ``learned``: None or M (B, L, T, T) of the first L of
-    ``module.learned_heads`` (DAM heads first; only the DAM heads' slices are
-    read); ``indicators``: None or I_r, I_c (2, B, T) of the ``aaa`` heads;
-    ``padding_mask``: None or (B, T) bool.  The fixed heads' patterns are
-    ``module.fixed_masks``, counted from their structure, never stored."""
+    ``module.plan.learned_heads`` (DAM heads first; only the DAM heads' slices
+    are read); ``indicators``: None or I_r, I_c (2, B, T) of the ``aaa``
+    heads; ``padding_mask``: None or (B, T) bool.  The fixed heads' patterns
+    are ``module.plan.fixed_masks``, counted from their structure, never stored."""
 
     module: "LocalMultiheadAttention"
     learned: Optional[Tensor]
@@ -82,7 +62,7 @@ class AttentionRecord:
     def real(self) -> Tensor:
         """(B, T) bool, True at real tokens."""
         if self.padding_mask is None:
-            device = self.module.group_index.device
+            device = self.module.out_proj.weight.device
             return torch.ones(self.B, self.T, dtype=torch.bool, device=device)
         return ~self.padding_mask
 
@@ -95,17 +75,17 @@ class AttentionRecord:
         at the sentence's length, from a per-length table (no host read);
         ``aaa`` heads: :meth:`AxisSelector.pattern_count` of the indicators
         (Eq. 12 OR ``local-W``); DAM heads: Σ of M over the real pairs."""
-        m = self.module
-        kept = pair_count_table(m.fixed_masks, self.T, real.device)[real.sum(-1)]  # (B, H)
-        if not m.learned_heads:
+        plan = self.module.plan
+        kept = pair_count_table(plan.fixed_masks, self.T, real.device)[real.sum(-1)]  # (B, H)
+        if not plan.learned_heads:
             return kept
         parts = []
-        if m.dam_heads:
+        if plan.dam_heads:
             w = real.float()
-            dam = self.learned[:, : len(m.dam_heads)].float()  # (B, D, T, T)
+            dam = self.learned[:, : len(plan.dam_heads)].float()  # (B, D, T, T)
             parts.append(torch.einsum("bhts,bt,bs->bh", dam, w, w))
-        parts += [AxisSelector.pattern_count(self.indicators, real, loc.hi)[:, None] for loc in m.aaa_local]
-        return kept.index_copy(1, m.learned_index, torch.cat(parts, 1))
+        parts += [AxisSelector.pattern_count(self.indicators, real, loc.hi)[:, None] for loc in plan.aaa_local]
+        return kept.index_copy(1, constant(plan.learned_heads, kept.device), torch.cat(parts, 1))
 
 
 @dataclass
@@ -135,7 +115,7 @@ def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
     terms = SparsityTerms(modules=modules, records=records)
     if not modules:
         return terms
-    device = modules[0].group_index.device
+    device = modules[0].out_proj.weight.device
     with _no_autocast(device):
         log = _terms(cfg, modules, records, terms)
     tensors = [k for k, v in log.items() if isinstance(v, Tensor)]
@@ -162,7 +142,7 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
     dam_density, dam_count, aaa_rho, aaa_count = 0.0, 0, 0.0, 0
     log["rho_sum"], log["rho_count"] = 0.0, 0.0
     for layer, rec in enumerate(records, start=1):
-        m = rec.module
+        plan = rec.module.plan
         real = rec.real()
         n2 = real.sum(-1).float().pow(2)  # (B,)
         rho = 1.0 - rec.kept(real) / n2[:, None]  # (B, H), Eq. 9
@@ -170,12 +150,12 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
         log[f"rho_l{layer}_count"] = float(rho.numel())
         log["rho_sum"] = log["rho_sum"] + log[f"rho_l{layer}_sum"]
         log["rho_count"] += log[f"rho_l{layer}_count"]
-        if m.dam_heads:
-            dam_density = dam_density + (1.0 - rho[:, list(m.dam_heads)]).sum()
-            dam_count += rec.B * len(m.dam_heads)
-        if m.aaa_heads:
-            aaa_rho = aaa_rho + rho[:, list(m.aaa_heads)].sum()
-            aaa_count += rec.B * len(m.aaa_heads)
+        if plan.dam_heads:
+            dam_density = dam_density + (1.0 - rho[:, list(plan.dam_heads)]).sum()
+            dam_count += rec.B * len(plan.dam_heads)
+        if plan.aaa_heads:
+            aaa_rho = aaa_rho + rho[:, list(plan.aaa_heads)].sum()
+            aaa_count += rec.B * len(plan.aaa_heads)
             on = (rec.indicators > 0.5) & real.unsqueeze(0)  # (2, B, T)
             rows, cols = on.sum((1, 2)).float().unbind(0)
             for key, value in (("aaa_rows", rows), ("aaa_cols", cols), ("aaa_tokens", real.sum())):
@@ -187,7 +167,7 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
         else:  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len x max_len
             masks = {id(d): (d, m.tau) for m in modules for d in m.dam}
             terms.dam = sum(d.l1(tau) for d, tau in masks.values())
-        pre = [m for m in modules if m.dam_heads and m.dam_heads[0] in m.pre_learned]
+        pre = [m for m in modules if m.plan.dam_heads and m.plan.dam_heads[0] in m.plan.pre_learned]
         if pre:  # the task's gradient through C·(1 − M) is taken without C: the same factor here
             terms.dam = scale_grad(terms.dam, 1.0 / abs(pre[0].mask_neg))
     if aaa_count:
@@ -199,6 +179,6 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
         terms.gate = sum(per_layer) / (len(per_layer) if cfg.gate_penalty == "layer-mean" else 1)
         log["gate_open"] = sum((g.eval_values() > 0).sum() for g in gated)
         log["gate_count"] = float(sum(g.log_alpha.numel() for g in gated))
-    if any(m.learned_heads for m in modules):
+    if any(m.plan.learned_heads for m in modules):
         log["tau_sum"], log["tau_count"] = float(modules[0].tau), 1.0
     return log

@@ -1,10 +1,13 @@
-"""Fast attention for heads whose mask has a structured form.
+"""The window path: attention of layers whose heads are all global or window
+heads, in less work than the dense path.
 
 :class:`~fairseq_local.attention.module.LocalMultiheadAttention` keeps each
-head's mask as data (:mod:`fairseq_local.attention.masks`).  The functions here
-turn that structure into less work; each gives the dense path's result
-(:meth:`LocalMultiheadAttention.attention_probs`) to float rounding, forward
-and backward:
+head's mask as data (:mod:`fairseq_local.attention.masks`); its
+:class:`~fairseq_local.attention.plan.HeadPlan` says which heads are windows.
+:func:`window_path` (the path signature of
+:mod:`~fairseq_local.attention.plan`) and the functions it runs give the dense
+path's result (:func:`fairseq_local.attention.dense.attention_probs`) to
+float rounding, forward and backward:
 
 * **Window heads** (``identity``, ``prev-k``, ``next-k``, ``band-k``,
   ``local-w``: an :class:`~fairseq_local.attention.masks.OffsetMask` allowing
@@ -14,15 +17,22 @@ and backward:
   which equal offsets between real tokens because fairseq pads contiguously.
 * ``pre`` mode: the softmax runs inside the window.
 * ``post`` mode (Pande et al., Eq. 9): A_ij = M_ij · exp(s_ij − lse_i) with
-  lse_i the log-sum-exp of row i over *all* real keys (:func:`group_lse`),
-  never with an n×n tensor: on the CPU from PyTorch's fused flash kernel
-  (:class:`GroupLSE`), on CUDA from FlexAttention (``flex.flex_lse``),
-  elsewhere by row blocks recomputed in the backward (:class:`ChunkedLSE`).
+  lse_i the log-sum-exp of row i over *all* real keys (:func:`group_lse`).
 * **Tied heads** (Pande et al., §4.2): the window scores, and in ``post``
   mode lse and exp(s − lse), are computed once per Q/K group and masked per
   head; the backward of lse is taken once per group, for the sum of its heads.
 * **Global heads** of a layer run through the fused
   :func:`torch.nn.functional.scaled_dot_product_attention`.
+
+Memory.  ``pre`` mode holds no n×n tensor on any device.  ``post`` mode
+holds none on the CPU, where lse comes from PyTorch's fused flash kernel
+(:class:`GroupLSE`, forward and backward, fp32/bf16, fp16 upcast to fp32).
+Off the CPU it may: on CUDA, FlexAttention's LSE (``flex.flex_lse``) is fused,
+but its BlockMask is built by ``create_block_mask``, which evaluates the
+real-key mask as a dense bool (B, 1, n, n) tensor (once per forward pass and
+padding mask); elsewhere, and on CUDA without FlexAttention,
+:class:`ChunkedLSE` holds (B, G, rows, n) score blocks with up to 2^24
+entries, a whole (B, G, n, n) block when B·G·n² is below that.
 
 Mixed precision: whatever the input dtype, the window scores, lse,
 exp(s − lse), the ``pre`` softmax and the weighted sum over the window are
@@ -34,16 +44,14 @@ returns fp32.  Index tensors are built once per device (cached), so a forward
 copies no Python list to the device and reads no device value back.
 """
 
-from dataclasses import dataclass
-from functools import lru_cache
 from typing import Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .masks import HeadMask, OffsetMask
-from .masks.base import constant, to_device
+from .masks.base import constant
+from .plan import HeadPlan, PathInputs, WindowPlan
 
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 _HALF = (torch.float16, torch.bfloat16)
@@ -71,7 +79,7 @@ _FAST_DTYPES = {
 
 
 def fast_dtypes(device: torch.device) -> Tuple[torch.dtype, ...]:
-    """Dtypes the structured paths take on ``device``; other dtypes (fp64) run dense.
+    """Dtypes the window path takes on ``device``; other dtypes (fp64) run dense.
 
     CPU: fp32 and bf16 run the fused CPU kernel, fp16 too after an fp32
     upcast of q/k (the kernel's biases do not fit fp16).  CUDA: fp32, fp16,
@@ -82,65 +90,10 @@ def fast_dtypes(device: torch.device) -> Tuple[torch.dtype, ...]:
 
 def auto_min_len(mode: str, device: torch.device) -> int:
     """``--attn-impl auto``: the shortest input for which a layer with window
-    heads takes the structured path, by mask mode (``pre``/``post``) and device
+    heads takes the window path, by mask mode (``pre``/``post``) and device
     (CPU: measured; elsewhere: not measured on a GPU yet, see AUTO_MIN_LEN_GPU)."""
     table = AUTO_MIN_LEN_CPU if torch.device(device).type == "cpu" else AUTO_MIN_LEN_GPU
     return table[mode]
-
-
-def window_of(mask: HeadMask) -> Optional[Tuple[int, int]]:
-    """(lo, hi) of a window mask (offsets lo <= j − i <= hi), else None."""
-    if isinstance(mask, OffsetMask) and not mask.learned:
-        return mask.lo, mask.hi
-    return None
-
-
-@dataclass(frozen=True)
-class WindowPlan:
-    """The window heads of a layer: which heads, their Q/K groups and windows.
-
-    ``heads``: head indices; ``groups``: each head's group index;
-    ``windows``: each head's (lo, hi).  ``lo``/``hi`` bound their union."""
-
-    heads: Tuple[int, ...]
-    groups: Tuple[int, ...]
-    windows: Tuple[Tuple[int, int], ...]
-
-    @property
-    def lo(self) -> int:
-        return min(lo for lo, _ in self.windows)
-
-    @property
-    def hi(self) -> int:
-        return max(self.lo, *(hi for _, hi in self.windows))  # a plan of empty windows keeps one offset
-
-    def within(self, length: int) -> "WindowPlan":
-        """The plan with each window cut to the offsets |o| < ``length`` that a
-        sentence of ``length`` positions has (an empty one becomes (0, -1)):
-        the same attention, with a width of at most 2·length − 1 whatever k."""
-        b = length - 1
-        if -b <= self.lo and self.hi <= b:
-            return self
-        cut = ((max(lo, -b), min(hi, b)) for lo, hi in self.windows)
-        return WindowPlan(self.heads, self.groups, tuple(w if w[0] <= w[1] else (0, -1) for w in cut))
-
-    @property
-    def width(self) -> int:
-        return self.hi - self.lo + 1
-
-    def allowed(self, device: torch.device) -> Tensor:
-        """bool (1, len(heads), 1, w): head h allows union offset lo + o
-        (built once per (plan, device); do not modify it)."""
-        return _allowed(self, torch.device(device))
-
-
-@lru_cache(maxsize=1024)
-def _allowed(plan: WindowPlan, device: torch.device) -> Tensor:
-    off = torch.arange(plan.lo, plan.hi + 1)
-    lo = torch.tensor([a for a, _ in plan.windows])[:, None]
-    hi = torch.tensor([b for _, b in plan.windows])[:, None]
-    with torch.inference_mode(False):
-        return to_device(((off >= lo) & (off <= hi))[None, :, None, :], device)
 
 
 def _with_bias(queries: Tensor, keys: Tensor, values: Tensor, bias: Optional[Tensor], scale: float):
@@ -373,3 +326,31 @@ def global_attention(q: Tensor, k: Tensor, v: Tensor, groups: Sequence[int], key
         q, k = q.index_select(1, index), k.index_select(1, index)
     keep = None if key_pad is None else ~key_pad[:, None, None, :]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=keep, dropout_p=dropout_p, scale=scale)
+
+
+def window_path(q: Tensor, k: Tensor, v: Tensor, plan: HeadPlan, inputs: PathInputs) -> Tuple[Tensor, Optional[Tensor]]:
+    """The window path of a layer whose heads are all global or window heads
+    (``plan.windowed``): global heads through the fused kernel, window heads
+    through the windowed one.
+
+    Args:
+        q, k: (B, G, T, d_h); v: (B, H, T, d_h); inputs: the padding mask,
+            scale and attention dropout (no ``attn_mask``, no learned heads).
+    Returns:
+        (B, H, T, d_h), equal to the dense path's output; no weights (None).
+    """
+    p = inputs.dropout_p
+    parts = []
+    if plan.global_heads:
+        groups = [plan.head_to_group[h] for h in plan.global_heads]
+        v_global = v if len(plan.global_heads) == plan.num_heads else v.index_select(
+            1, constant(plan.global_heads, v.device))
+        parts.append(global_attention(q, k, v_global, groups, inputs.padding_mask, inputs.scale, p))
+    if plan.window is not None:
+        v_window = v if not plan.global_heads else v.index_select(1, constant(plan.window.heads, v.device))
+        parts.append(window_attention(q, k, v_window, plan.window, inputs.padding_mask, plan.mode, inputs.scale,
+                                      inputs.dropout if p > 0 else None))
+    out = parts[0] if len(parts) == 1 else torch.cat(parts, 1)
+    if plan.order_inverse is not None:
+        out = out.index_select(1, constant(plan.order_inverse, out.device))
+    return out, None

@@ -10,7 +10,7 @@ from typing import Callable, List, Optional, Sequence
 
 from .. import outputs
 from ..outputs import Output, OutputError
-from .attention import add_model_args, load_inputs, report_skipped
+from .dump import add_model_args, load_inputs, report_skipped
 from .common import command_parser
 
 DETAILS = """

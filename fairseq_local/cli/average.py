@@ -22,8 +22,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import torch
 
+from ..checkpoint_compat import Checkpoint
 from ..errors import InputError
-from ..outputs import Output, add_force_option, check_outputs, pickled_strings, save_torch
+from ..outputs import Output, add_force_option, check_outputs, checkpoint_marked, save_torch
 from .common import command_parser
 
 _SKIP = re.compile(r"^checkpoint_(best|last|avg\d+)\.pt$")
@@ -33,32 +34,10 @@ _SKIP = re.compile(r"^checkpoint_(best|last|avg\d+)\.pt$")
 MARKER = "averaged_from"
 
 
-def _load(path: Path) -> Dict[str, Any]:
-    """A fairseq checkpoint (pickled config objects included), memory-mapped
-    when torch can, so that listing many checkpoints stays cheap.  Raises
-    :class:`InputError` (one line) for a folder, an unreadable or truncated
-    file, or a torch file that is not a fairseq checkpoint."""
-    if path.is_dir():
-        raise InputError(f"'{path}' is a folder, not a checkpoint: move it out of the run directory")
-    try:
-        try:
-            state = torch.load(str(path), map_location="cpu", weights_only=False, mmap=True)
-        except RuntimeError:  # an old, non-zip checkpoint cannot be memory-mapped
-            state = torch.load(str(path), map_location="cpu", weights_only=False)
-    except Exception as e:  # truncated, not a torch file, unreadable
-        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        raise InputError(f"cannot read checkpoint '{path}' (truncated or not a checkpoint?): {first}") from None
-    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise InputError(f"'{path}' is not a fairseq checkpoint (no model state dict)")
-    return state
-
-
-def is_average(path: Path) -> bool:
-    """Whether ``path`` is a checkpoint written by this command (it has
-    :data:`MARKER`); judged from the strings of its pickle, without
-    unpickling it (it may be a file found at the output path)."""
-    strings = pickled_strings(path)
-    return strings is not None and "model" in strings and MARKER in strings
+# Whether a file is a checkpoint written by this command (it has
+# :data:`MARKER`); judged from the strings of its pickle, without unpickling
+# it (it may be a file found at the output path).
+is_average = checkpoint_marked(MARKER)
 
 
 def _legacy_average(path: Path, run_dir: Path) -> bool:
@@ -71,40 +50,20 @@ def _legacy_average(path: Path, run_dir: Path) -> bool:
         return False
 
 
-# Where an encoder saves its signature (fairseq_local.models.resume):
-# ``<prefix>_extra_state["signature"]``.
-_ENCODER_PREFIXES = ("encoder.", "encoder.sentence_encoder.")
-
-
-def signature(model: Dict[str, Any]) -> Optional[Dict[str, str]]:
-    """The signature (arch, layout, mask options) that the encoder saved in
-    the state dict ``model``, or None for a checkpoint saved without one."""
-    for prefix in _ENCODER_PREFIXES:
-        extra = model.get(prefix + "_extra_state")
-        if isinstance(extra, dict) and isinstance(extra.get("signature"), dict):
-            return {str(k): str(v) for k, v in extra["signature"].items()}
-    return None
-
-
-def check_same_signature(path: Path, model: Dict[str, Any], newest: Path, newest_model: Dict[str, Any]) -> None:
+def check_same_signature(ckpt: Checkpoint, newest: Checkpoint) -> None:
     """:class:`InputError` (one line, naming both files and the differing
     options) if the two checkpoints' encoders saved different signatures:
     fixed-mask archs share parameter names and shapes, so the tensors alone
     cannot tell them apart.  A checkpoint without a signature is not checked."""
     from ..models.resume import differences
 
-    mine, theirs = signature(model), signature(newest_model)
+    mine, theirs = ckpt.signature(), newest.signature()
     if mine is None or theirs is None:
         return
     diff = differences(mine, theirs)
     if diff:
-        raise InputError(f"{path} and {newest} are checkpoints of different models "
+        raise InputError(f"{ckpt.path} and {newest.path} are checkpoints of different models "
                          f"({'; '.join(diff)}, the first's vs the second's): not the same model")
-
-
-def _num_updates(state: Dict[str, Any]) -> int:
-    history = state.get("optimizer_history") or [{}]
-    return int(history[-1].get("num_updates", 0))
 
 
 def candidates(run_dir: Path) -> List[Path]:
@@ -119,9 +78,9 @@ def last_checkpoints(run_dir: Path, num: int) -> List[Tuple[int, Path]]:
     Raises :class:`InputError` if there are fewer than ``num`` or one cannot be read."""
     found = []
     for path in candidates(run_dir):
-        state = _load(path)
-        if MARKER not in state:
-            found.append((_num_updates(state), path))
+        ckpt = Checkpoint.read(path)  # memory-mapped: listing many checkpoints reads no tensor data
+        if MARKER not in ckpt.state:
+            found.append((ckpt.num_updates, path))
     found.sort(key=lambda item: (item[0], item[1].stat().st_mtime), reverse=True)
     if len(found) < num:
         raise InputError(f"cannot average {num} checkpoints: {run_dir} has {len(found)} "
@@ -136,14 +95,14 @@ def average(paths: List[Path]) -> Dict[str, Any]:
     Raises :class:`InputError` for checkpoints of different models: other
     parameter names or shapes, or other saved signatures (arch, layout, mask
     options; :func:`check_same_signature`)."""
-    newest = _load(paths[0])
-    tensors = {k: v for k, v in newest["model"].items() if isinstance(v, torch.Tensor)}
+    newest = Checkpoint.read(paths[0])
+    tensors = {k: v for k, v in newest.model.items() if isinstance(v, torch.Tensor)}
     sums: "OrderedDict[str, torch.Tensor]" = OrderedDict(
         (k, v.double().clone()) for k, v in tensors.items() if v.is_floating_point())
     for path in paths[1:]:
-        model = _load(path)["model"]
-        check_same_signature(path, model, paths[0], newest["model"])
-        other = {k: v for k, v in model.items() if isinstance(v, torch.Tensor)}
+        ckpt = Checkpoint.read(path)
+        check_same_signature(ckpt, newest)
+        other = {k: v for k, v in ckpt.model.items() if isinstance(v, torch.Tensor)}
         if set(other) != set(tensors):
             key = sorted(set(other) ^ set(tensors))[0]
             raise InputError(f"{path} has other parameters than {paths[0]} (e.g. '{key}'): not the same model")
@@ -153,14 +112,15 @@ def average(paths: List[Path]) -> Dict[str, Any]:
                                  f"{tuple(sums[key].shape)}: not the same model")
             sums[key] += other[key].double()
     averaged = OrderedDict()
-    for key, value in newest["model"].items():
+    for key, value in newest.model.items():
         if key in sums:
             averaged[key] = (sums[key] / len(paths)).to(value.dtype)
         else:
             averaged[key] = value.clone() if isinstance(value, torch.Tensor) else value
-    newest["model"] = averaged
-    newest[MARKER] = [p.name for p in paths]
-    return newest
+    state = newest.state
+    state["model"] = averaged
+    state[MARKER] = [p.name for p in paths]
+    return state
 
 
 DETAILS = """\

@@ -14,6 +14,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "gates": ("gates", "Hard-concrete head gates of a checkpoint (Voita et al. 2019)"),
     "results": ("results", "Collect training runs into a table (loss, sparsity, BLEU, words/s)"),
     "tables": ("tables", "Collect the WMT'14 runs into Pande et al., Tables 1-3"),
+    "inspect": ("inspect", "Fields of a checkpoint (options, updates, signature), a tokeniser or machine"),
     "average": ("average", "Average the parameters of a run's last N checkpoints"),
     "convert-roberta": ("convert_roberta", "Turn a stock fairseq RoBERTa checkpoint into a local/tied/sparse arch"),
     "glue": ("glue", "GLUE metrics of a fine-tuned model and test-set submission files"),

@@ -15,6 +15,10 @@ al. §5.5, Table 4, and the method archs).
 letter or an arch name (``transformer_`` may be left out) and NAME is the
 paper letter, or the arch name for the method archs: the run name that the
 scripts use (``scripts/train-wmt14.sh``, ``sweep-wmt14.sh``, ``demo.sh``).
+``--arch KEY ...`` prints the fairseq arch of each key (a registered arch as
+it is; ``--roberta``: it must be a RoBERTa arch), and ``--preset NAME`` the
+fairseq flags of a model size of :mod:`fairseq_local.models.presets`: what
+``scripts/lib.sh`` checks and reads.
 """
 
 import sys
@@ -33,15 +37,44 @@ Tables 2-3) and the --attn-layout; then the RoBERTa archs (Pande et al.
 Table 4 and the method archs) at BERT-base size.
 
 --resolve prints "NAME ARCH" per key instead: NAME is the paper letter, or the
-arch name for method archs (the run name used by scripts/train-wmt14.sh)."""
+arch name for method archs (the run name used by scripts/train-wmt14.sh).
+--arch prints the fairseq arch of each key, one per line: a registered arch
+as it is, else the arch of a paper letter or configuration name; with
+--roberta each key must be a RoBERTa arch (this plugin's or fairseq's).
+--preset prints the fairseq flags of a model size (tiny: the tests', demo:
+scripts/demo.sh's, base: Transformer-base) on one line."""
 
 
 def build_parser():
+    from ..models.presets import PRESETS
+
     parser = command_parser("configs", DETAILS)
-    parser.add_argument("--resolve", nargs="+", metavar="KEY",
-                        help="paper letters (a-l) or arch names, with or without 'transformer_': "
-                             "print 'NAME ARCH' for each")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--resolve", nargs="+", metavar="KEY",
+                      help="paper letters (a-l) or arch names, with or without 'transformer_': "
+                           "print 'NAME ARCH' for each")
+    what.add_argument("--arch", nargs="+", metavar="KEY",
+                      help="registered archs, paper letters or configuration names: print the arch of each")
+    what.add_argument("--preset", choices=list(PRESETS), help="print the fairseq flags of this model size")
+    parser.add_argument("--roberta", action="store_true", help="with --arch: each must be a RoBERTa arch")
     return parser
+
+
+def archs(keys: List[str], roberta: bool = False) -> List[str]:
+    """The fairseq arch of each key: a registered arch as it is, else the
+    arch of a paper letter or configuration name (:func:`resolve`); with
+    ``roberta``, each key must be a registered RoBERTa arch.  Raises KeyError
+    (with a one-line message) for the first key that is not."""
+    from fairseq.models import ARCH_MODEL_REGISTRY
+    from fairseq.models.roberta import RobertaModel
+
+    out = []
+    for key in keys:
+        if roberta and not issubclass(ARCH_MODEL_REGISTRY.get(key, object), RobertaModel):
+            raise KeyError(f"'{key}' is not a RoBERTa arch (roberta_local_base, roberta_band6, ..., or fairseq's "
+                           "roberta_base; see fairseq-local configs)")
+        out.append(key if key in ARCH_MODEL_REGISTRY else resolve([key])[0].split()[1])
+    return out
 
 
 def resolve(keys: List[str]) -> List[str]:
@@ -88,15 +121,20 @@ def table() -> List[str]:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.resolve:
-        try:
-            lines = resolve(args.resolve)
-        except KeyError as e:
-            print(f"error: {e.args[0]}", file=sys.stderr)
-            return 1
-    else:
-        lines = table()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.roberta and not args.arch:
+        parser.error("--roberta needs --arch")
+    if args.preset:
+        from ..models.presets import PRESETS
+
+        print(" ".join(PRESETS[args.preset].flags()))
+        return 0
+    try:
+        lines = resolve(args.resolve) if args.resolve else archs(args.arch, args.roberta) if args.arch else table()
+    except KeyError as e:
+        print(f"error: {e.args[0]}", file=sys.stderr)
+        return 1
     print("\n".join(lines))
     return 0
 

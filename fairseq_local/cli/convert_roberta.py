@@ -85,7 +85,7 @@ def build_parser():
 def main(argv: Optional[List[str]] = None) -> int:
     """Run ``fairseq-local convert-roberta``; every bad input or output is one
     ``error:`` line (exit status 2) and leaves OUT.pt as it was."""
-    from ..errors import user_errors
+    from ..errors import OneLineError
     from ..models.convert import convert_checkpoint, is_converted
     from ..attention.config import OPTION_NAMES
     from ..outputs import Output, check_outputs
@@ -102,7 +102,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     attention = {name: getattr(args, name, None) for name in OPTION_NAMES}
     try:
         summary = convert_checkpoint(args.input, args.output, args.arch, attention, args.tie_init)
-    except (FileNotFoundError, ValueError, *user_errors()) as e:
+    except (FileNotFoundError, ValueError, OneLineError) as e:
         parser.error(str(e).splitlines()[0] if str(e) else type(e).__name__)
     heads = ", ".join(summary["classification_heads"]) or "none"
     print(f"wrote {args.output}: arch {summary['arch']}, {summary['layers']} layers x {summary['heads']} heads, "

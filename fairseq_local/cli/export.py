@@ -41,7 +41,7 @@ from ..checkpoint_compat import encoder_layers_prefix, local_layout, read_checkp
 from ..attention import DamMask
 from ..attention.layout import HeadSpec, LayerSpec, LayoutError, format_layout, parse_layout
 from ..attention.learned import DamSpec
-from ..attention.masks import MASK_FILE_FORMAT, FileMask
+from ..attention.masks import MASK_FILE_FORMAT, FileMask, write_mask_file
 from .common import command_parser
 
 DETAILS = """\
@@ -237,15 +237,15 @@ def draw(masks: Dict[str, dict], path: str, title: str) -> None:
         plt.close(fig)
 
 
-def write(args, data: dict) -> None:
-    """Write the mask file ``data`` to ``--out`` and, with ``--png``, its
-    figure (drawn before either file is written): both go to temporary files
-    first and are renamed into place only when both are written, so a
-    failure leaves the old files as they were."""
-    fig = figure(data["masks"], f"{args.checkpoint} ({data['method']})") if args.png else None
+def write(args, masks: Dict[str, dict], **info: object) -> None:
+    """Write the mask file of ``masks`` and ``info`` (:func:`write_mask_file`)
+    to ``--out`` and, with ``--png``, its figure (drawn before either file is
+    written): both go to temporary files first and are renamed into place
+    only when both are written, so a failure leaves the old files as they were."""
+    fig = figure(masks, f"{args.checkpoint} ({info['method']})") if args.png else None
     try:
         with outputs.atomic_path(args.out) as out_tmp:
-            torch.save(data, out_tmp)
+            write_mask_file(out_tmp, masks, **info)
             if fig is not None:
                 fmt = outputs.figure_format(args.png)
                 with outputs.atomic_path(args.png) as png_tmp:
@@ -315,8 +315,7 @@ def main(argv: Optional[List[str]] = None) -> None:
         parser.error(str(e))
     layout = stage2_layout(parse_layout(model_cfg["attn_layout"]))
     method = method_name(args.prune, args.prune_random)
-    write(args, {"format": MASK_FILE_FORMAT, "masks": exported, "layout": layout,
-                 "checkpoint": args.checkpoint, "method": method})
+    write(args, exported, layout=layout, checkpoint=args.checkpoint, method=method)
     n = next(iter(exported.values()))["matrix"].shape[0]
     density = sum(float(e["matrix"].float().mean()) for e in exported.values()) / len(exported)
     print(f"wrote {len(exported)} masks ({method}, mean density {100 * density:.1f}% at n={n}) to {args.out}")

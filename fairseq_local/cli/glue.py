@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .. import outputs
-from ..checkpoint_compat import load_torch_file
-from ..data.glue import DIAGNOSTIC, TASKS, GlueError, extract, task as glue_task
+from ..checkpoint_compat import Checkpoint
+from ..errors import InputError
+from fairseq_local_data.glue import DIAGNOSTIC, TASKS, GlueError, extract, task as glue_task
 from ..outputs import Output
 from .common import command_parser
 
@@ -75,22 +76,6 @@ def positive_int(text: str) -> int:
     return value
 
 
-def _section(state: Dict[str, Any], name: str) -> Dict[str, Any]:
-    """The ``cfg.NAME`` options of a checkpoint as a dict (the legacy ``args``
-    namespace for old checkpoints), ``{}`` if absent."""
-    cfg = state.get("cfg")
-    sec = cfg.get(name) if isinstance(cfg, dict) else getattr(cfg, name, None)
-    if sec is None and state.get("args") is not None:
-        sec = state["args"]
-    if sec is None:
-        return {}
-    if isinstance(sec, dict):
-        return sec
-    if hasattr(sec, "keys"):
-        return {k: sec[k] for k in sec.keys()}
-    return dict(vars(sec))
-
-
 def finetuned_task(checkpoint: str) -> Tuple[Optional[str], Dict[str, Any]]:
     """(the GLUE task ``checkpoint`` was fine-tuned on, or None if its data
     folder is not a TASK-bin one; facts read from it), refusing a file that is
@@ -98,30 +83,24 @@ def finetuned_task(checkpoint: str) -> Tuple[Optional[str], Dict[str, Any]]:
     pretrained/converted RoBERTa with no classification head.  Reads no tensor data."""
     if not os.path.isfile(checkpoint):
         raise GlueError(f"no checkpoint '{checkpoint}'")
-    try:
-        state = load_torch_file(checkpoint, mmap=True)
-    except ValueError:
-        state = None
-    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise GlueError(f"'{checkpoint}' is not a fairseq checkpoint (truncated, or not a torch file)")
-    task_cfg, model_cfg = _section(state, "task"), _section(state, "model")
-    task_name = str(task_cfg.get("_name") or task_cfg.get("task") or "?")
-    arch = model_cfg.get("arch") or model_cfg.get("_name") or "?"
-    keys = list(state["model"])
+    ckpt = Checkpoint.read(checkpoint)
+    task_cfg = ckpt.options("task")
+    task_name, arch = ckpt.task or "?", ckpt.arch or "?"
+    keys = list(ckpt.model)
     if task_name.startswith("translation") or (any(k.startswith("decoder.layers.") for k in keys)
                                                and not any(k.startswith("classification_heads.") for k in keys)):
         raise GlueError(f"'{checkpoint}' is a translation checkpoint (arch {arch}), not a fine-tuned RoBERTa")
     heads: Dict[str, int] = {}
     for k in keys:
         if k.startswith("classification_heads.") and k.endswith(".out_proj.weight"):
-            heads[k[len("classification_heads."):-len(".out_proj.weight")]] = int(state["model"][k].shape[0])
+            heads[k[len("classification_heads."):-len(".out_proj.weight")]] = int(ckpt.model[k].shape[0])
     if task_name != "sentence_prediction" or not heads:
         raise GlueError(f"'{checkpoint}' has no classification head: it was not fine-tuned on a GLUE task "
                         f"(task {task_name}, arch {arch}; fine-tune it with scripts/finetune-glue.sh)")
     data = str(task_cfg.get("data") or "")
     base = os.path.basename(os.path.normpath(data)) if data else ""
     trained = base[:-len("-bin")] if base.endswith("-bin") and base[:-len("-bin")] in TASKS else None
-    head = _section(state, "criterion").get("classification_head_name") or "sentence_classification_head"
+    head = ckpt.options("criterion").get("classification_head_name") or "sentence_classification_head"
     classes = heads.get(head, task_cfg.get("num_classes"))
     return trained, {"data": data, "arch": arch, "num_classes": classes}
 
@@ -291,7 +270,6 @@ def write_submission(path: str, index: Sequence[str], pred: Sequence[str]) -> No
 
 def read_metrics(path: str) -> Dict:
     """A TASK.json of ``evaluate``, or an InputError naming the file."""
-    from ..errors import InputError
     from .results import read_json_object
 
     what = "metric file of fairseq-local glue evaluate"
@@ -362,7 +340,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             for f in files:
                 results.append(read_metrics(os.path.join(a.dir, f)))
             results.sort(key=lambda r: order.get(r.get("task"), len(order)))
-    except (GlueError, OSError) as err:
+    except (GlueError, InputError, OSError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
     print(format_table(results))

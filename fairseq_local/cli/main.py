@@ -2,7 +2,10 @@
 
 Each command is a module of :mod:`fairseq_local.cli` with a ``main(argv)``,
 imported only when that command runs (so ``fairseq-local --help`` stays
-fast); ``python -m fairseq_local.cli.<command>`` runs the same parser.
+fast); ``python -m fairseq_local.cli.<command>`` runs the same parser.  A
+command's :class:`~fairseq_local.errors.OneLineError` (also behind fairseq's
+bare ``Exception``) and any file error are printed as one ``error:`` line
+with exit status 1.
 """
 
 import difflib
@@ -10,7 +13,7 @@ import importlib
 import sys
 from typing import List, Optional
 
-from ..errors import user_error_in
+from ..errors import one_line_error_in
 from ..outputs import output_error_line
 from .common import COMMANDS
 
@@ -58,11 +61,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     module = importlib.import_module(f"{__package__}.{COMMANDS[command][0]}")
     try:
         status = module.main(rest)
-    except (OSError, ValueError) as e:  # bad files and values: one line, never a traceback
-        found = user_error_in(e)
-        if found is None and not isinstance(e, OSError):
+    except OSError as e:  # a file that cannot be read or written: one line, never a traceback
+        return _fail(output_error_line(e), status=1)
+    except Exception as e:
+        found = one_line_error_in(e)
+        if found is None:
             raise
-        return _fail(str(found) if found is not None else output_error_line(e), status=1)
+        return _fail(str(found), status=1)
     return status if isinstance(status, int) else 0
 
 

@@ -44,7 +44,7 @@ def columns(tasks: Sequence[str]) -> List[str]:
 
 def is_table4_header(cells: List[str]) -> bool:
     """Whether a header row is one of :func:`columns` (for any GLUE tasks)."""
-    from ..data.glue import TASKS as GLUE_TASKS
+    from fairseq_local_data.glue import TASKS as GLUE_TASKS
 
     tasks = cells[3::3]
     return (len(cells) > 3 and len(cells) % 3 == 0 and all(t in GLUE_TASKS for t in tasks)

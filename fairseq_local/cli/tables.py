@@ -121,7 +121,7 @@ def main(argv: Optional[List[str]] = None) -> None:
     if args.tasks and not args.bert:
         parser.error("--tasks needs --bert")
     if args.tasks:
-        from ..data.glue import TASKS as GLUE_TASKS
+        from fairseq_local_data.glue import TASKS as GLUE_TASKS
 
         unknown = [t for t in args.tasks if t not in GLUE_TASKS]
         if unknown:

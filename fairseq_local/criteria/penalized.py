@@ -212,13 +212,15 @@ def mask_images(terms: SparsityTerms, n: int) -> Dict[str, Tensor]:
     sentence."""
     images, seen = {}, set()
     for layer, m in enumerate(terms.modules, start=1):
-        for d, h in zip(m.dam, m.dam_heads):
+        for d, h in zip(m.dam, m.plan.dam_heads):
             if id(d) not in seen:
                 seen.add(id(d))
-                images[f"masks/l{layer}_h{h + 1}_{m.masks[h]}_P"] = _upscale(d.matrix(min(n, d.max_len), "prob").cpu())
+                images[f"masks/l{layer}_h{h + 1}_{m.plan.masks[h]}_P"] = _upscale(
+                    d.matrix(min(n, d.max_len), "prob").cpu())
     for layer, rec in enumerate(terms.records, start=1):
-        if rec.module.aaa_heads:
-            first = rec.learned[0, len(rec.module.dam_heads)]  # (T, S)
+        plan = rec.module.plan
+        if plan.aaa_heads:
+            first = rec.learned[0, len(plan.dam_heads)]  # (T, S)
             if rec.padding_mask is not None:
                 real = ~rec.padding_mask[0]
                 first = first[real][:, real]

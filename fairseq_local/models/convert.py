@@ -31,10 +31,11 @@ from typing import Any, Dict, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from ..checkpoint_compat import Checkpoint
 from ..errors import InputError
 from ..attention.layout import LayoutError
 from ..attention.config import LEARNED_KEYS, OPTION_NAMES
-from ..outputs import save_torch
+from ..outputs import checkpoint_marked, save_torch
 
 TIE_INITS = ("first", "mean")
 PREFIX = "encoder.sentence_encoder"
@@ -44,20 +45,13 @@ _IN_PROJ = re.compile(r"^(?P<attn>.*\.self_attn)\.in_proj_(?P<p>weight|bias)$")
 # the file as convert-roberta's output, which a re-run replaces without
 # --force; fairseq ignores unknown top-level keys.
 MARKER = "converted_from"
+# Whether a file is a checkpoint written by :func:`convert_checkpoint`, judged
+# from its pickle's strings (nothing in the file is run).
+is_converted = checkpoint_marked(MARKER)
 
 
 class ConversionError(InputError):
     """A checkpoint that cannot be converted (one-line message)."""
-
-
-def is_converted(path) -> bool:
-    """Whether the file at ``path`` is a checkpoint written by
-    :func:`convert_checkpoint` (it has :data:`MARKER`), from its pickle's
-    strings: nothing in the file is run."""
-    from ..outputs import pickled_strings
-
-    strings = pickled_strings(path)
-    return strings is not None and "model" in strings and MARKER in strings
 
 
 def read_stock_checkpoint(path: str) -> Tuple[Dict[str, Any], argparse.Namespace]:
@@ -72,18 +66,12 @@ def read_stock_checkpoint(path: str) -> Tuple[Dict[str, Any], argparse.Namespace
     from .roberta import LocalRobertaModel
 
     try:
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        ckpt = Checkpoint.read(path, mmap=False)
     except FileNotFoundError:
         raise FileNotFoundError(f"no checkpoint '{path}'") from None
-    except Exception as e:
-        raise ConversionError(f"cannot read checkpoint '{path}': {str(e).splitlines()[0]}") from None
-    if not isinstance(state, dict) or not isinstance(state.get("model"), dict):
-        raise ConversionError(f"'{path}' is not a fairseq checkpoint")
-    cfg = state.get("cfg")
-    model_cfg = (cfg.get("model") if isinstance(cfg, dict) else None) or state.get("args")
-    if isinstance(model_cfg, dict):
-        model_cfg = argparse.Namespace(**model_cfg)
-    arch = getattr(model_cfg, "arch", None) or getattr(model_cfg, "_name", None)
+    except InputError as e:
+        raise ConversionError(str(e)) from None
+    arch = ckpt.arch
     if arch is None:
         raise ConversionError(f"'{path}' has no model options (cfg.model or args): not a fairseq RoBERTa checkpoint")
     model_cls = ARCH_MODEL_REGISTRY.get(arch)
@@ -92,7 +80,7 @@ def read_stock_checkpoint(path: str) -> Tuple[Dict[str, Any], argparse.Namespace
                               f"convert the stock RoBERTa checkpoint it came from")
     if model_cls is None or not issubclass(model_cls, RobertaModel):
         raise ConversionError(f"'{path}' is not a stock RoBERTa checkpoint (arch '{arch}')")
-    return state, copy.deepcopy(model_cfg)
+    return ckpt.state, argparse.Namespace(**copy.deepcopy(ckpt.options("model")))
 
 
 def normalise_stock_state(state_dict: Dict[str, Tensor]) -> Dict[str, Tensor]:

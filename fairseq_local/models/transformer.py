@@ -4,7 +4,7 @@ Only the encoder self-attention differs from fairseq's ``transformer``: every
 layer's ``self_attn`` is a
 :class:`~fairseq_local.attention.module.LocalMultiheadAttention` built by an
 :class:`~fairseq_local.attention.build.AttentionBuilder` from the attention
-options (:class:`~fairseq_local.attention.build.AttentionConfig`) and
+options (:class:`~fairseq_local.attention.config.AttentionConfig`) and
 ``--attn-layout``.  The decoder is fairseq's own.  The named architectures
 are layout data (:mod:`fairseq_local.models.archs`).
 """
@@ -28,11 +28,10 @@ from torch import nn
 
 from ..attention.module import LocalMultiheadAttention
 from ..attention.build import AttentionBuilder
-from ..attention.flex import flex_block_masks
-from ..attention.learned import shared_masks
+from ..attention.context import attention_context
 from ..attention.masks import FileMask
 from ..attention.config import LEARNED_KEYS, add_attention_args, attention_config, resolved, set_attention_defaults
-from ..attention.penalties import SparsityTerms, recording, sparsity_terms
+from ..attention.penalties import SparsityTerms, sparsity_terms
 from .archs import NAMED_ARCHS
 from .resume import EXTRA_STATE, check_resume, model_signature, saved_signature
 
@@ -57,8 +56,11 @@ class LocalTransformerEncoder(TransformerEncoderBase):
 
     Q/K groups named ``@@name`` are one
     :class:`~fairseq_local.attention.module.QKProjection` shared by the
-    ``self_attn`` of every layer that uses them.  The output dict carries the
-    forward pass's attention records under ``"sparsity"``."""
+    ``self_attn`` of every layer that uses them.  The forward pass runs in an
+    :func:`~fairseq_local.attention.context.attention_context` of its own
+    (fresh records and memo; a training pass draws the DAM masks' noise on
+    entry), and the output dict carries its attention records under
+    ``"sparsity"``."""
 
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, return_fc: bool = False,
                  signature: Optional[Dict[str, str]] = None):
@@ -142,12 +144,11 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         return super().train(mode)
 
     def forward(self, src_tokens, src_lengths=None, return_all_hiddens: bool = False, token_embeddings=None):
-        if self.training:  # one noise sample per DAM mask and update, shared by its layers
-            for m in {id(d): d for a in self.attention_modules() for d in a.dam}.values():
-                m.resample()
-        with recording() as records, shared_masks(), flex_block_masks():
+        # one noise sample per DAM mask and training update, shared by its layers
+        noise = self.attention_modules() if self.training else ()
+        with attention_context(records=True, memo=True, sample_noise=noise) as ctx:
             out = super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
-        out["sparsity"] = records
+        out["sparsity"] = ctx.records
         return out
 
     def sparsity_terms(self, records) -> SparsityTerms:
@@ -199,7 +200,7 @@ def mask_position_limits(modules) -> List[int]:
     """The lengths that the DAM masks and ``file`` masks of attention
     ``modules`` cover (a longer sentence cannot be attended)."""
     limits = [d.max_len for m in modules for d in m.dam]
-    limits += [f.entry()["matrix"].shape[0] for m in modules for f in m.fixed_masks if isinstance(f, FileMask)]
+    limits += [f.entry()["matrix"].shape[0] for m in modules for f in m.plan.fixed_masks if isinstance(f, FileMask)]
     return limits
 
 

@@ -16,8 +16,7 @@ from helpers.cuda import CUDA, DTYPES
 from helpers import padding_mask
 from fairseq_local.models import build_encoder
 from fairseq_local.attention.flex import flex_available
-from fairseq_local.attention.learned import shared_masks
-from fairseq_local.attention.penalties import recording
+from fairseq_local.attention.context import attention_context
 
 pytestmark = pytest.mark.cuda
 
@@ -34,13 +33,11 @@ LENGTHS = ([130, 77, 1], [130, 20, 64])  # the same shapes, other padding: warm-
 def layers_forward(enc, x, pad):
     """What LocalTransformerEncoder.forward does around fairseq's layers; in
     evaluation under torch.no_grad(), as fairseq validates."""
-    if enc.training:
-        for d in {id(d): d for a in enc.attention_modules() for d in a.dam}.values():
-            d.resample()
-    with torch.set_grad_enabled(enc.training), recording() as records, shared_masks():
+    noise = enc.attention_modules() if enc.training else ()
+    with torch.set_grad_enabled(enc.training), attention_context(records=True, memo=True, sample_noise=noise) as ctx:
         for lay in enc.layers:
             x = lay(x, encoder_padding_mask=pad)
-    return x, records
+    return x, ctx.records
 
 
 def check_sync_free(arch: str, overrides: dict, dtype: torch.dtype, train: bool) -> None:

@@ -1,5 +1,5 @@
 """``--attn-impl`` end to end: fairseq-train with the dense reference, auto
-and the structured (window) path gives the same losses, update by update."""
+and the window path gives the same losses, update by update."""
 
 import re
 

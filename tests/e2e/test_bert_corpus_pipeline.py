@@ -6,10 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run
-from fairseq_local.data.bert_corpus import read_docs
-from fairseq_local.data.standins import BOOKS_NAME, WIKI_NAME, StandinConfig, generate
-from fairseq_local.data.tokenizers import DEFAULT_GPT2_DIR
+from fairseq_local_data.bert_corpus import read_docs
+from fairseq_local_data.standins import BOOKS_NAME, WIKI_NAME, StandinConfig, generate
+from helpers import ROOT, run
+
+# The folder scripts/setup_env.sh fills, the script's default --gpt2-dir.
+GPT2_DIR = ROOT / "data-bin" / "gpt2-bpe"
 
 pytestmark = pytest.mark.slow  # runs the pipeline script
 
@@ -73,8 +75,8 @@ def test_sentencepiece_end_to_end_and_rerun(standins, tmp_path):
     assert "already extracted" in third and "splitting" in third and "binarising" in third
 
 
-@pytest.mark.skipif(not (DEFAULT_GPT2_DIR / "encoder.json").is_file(),
-                    reason="GPT-2 files not fetched (python fairseq_local/data/tokenizers.py fetch-gpt2)")
+@pytest.mark.skipif(not (GPT2_DIR / "encoder.json").is_file(),
+                    reason="GPT-2 files not fetched (python -m fairseq_local_data.bpe fetch-gpt2 --dest data-bin/gpt2-bpe)")
 def test_gpt2_end_to_end(standins, tmp_path):
     out = tmp_path / "gpt2"
     prepare(standins, out, "--bpe", "gpt2", "--valid-docs", "2", "--test-docs", "2")

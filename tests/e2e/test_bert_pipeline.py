@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers import USER_DIR, run
-from fairseq_local.data.standins import BOOKS_NAME, WIKI_NAME, StandinConfig, generate
+from fairseq_local_data.standins import BOOKS_NAME, WIKI_NAME, StandinConfig, generate
 
 pytestmark = pytest.mark.slow
 
@@ -28,7 +28,7 @@ def bert(tmp_path_factory) -> Path:
     run(["bash", "scripts/prepare-bert-corpus.sh", "--wiki", str(root / "standins" / WIKI_NAME),
          "--gutenberg", str(root / "standins" / BOOKS_NAME), "--out", str(root / "corpus"),
          "--bpe", "sentencepiece", "--vocab-size", "300", "--valid-docs", "2", "--test-docs", "1"])
-    run(["python", "-m", "fairseq_local.data.glue", "fake", "--out", str(root / "glue-raw"),
+    run(["python", "-m", "fairseq_local_data.glue", "fake", "--out", str(root / "glue-raw"),
          "--tasks", "SST-2", "--rows", "64", "--eval-rows", "24"])
     run(["bash", "scripts/prepare-glue.sh", "--glue-dir", str(root / "glue-raw"), "--tasks", "SST-2",
          "--src-dict", str(root / "corpus" / "dict.txt"), "--bpe", "sentencepiece",

@@ -19,7 +19,7 @@ TINY = ["--encoder-embed-dim", "48", "--encoder-ffn-embed-dim", "96", "--log-int
 def mlm_data(tmp_path_factory) -> Path:
     """A masked-LM data-bin of synthetic sentences (one a line)."""
     out = tmp_path_factory.mktemp("mlm")
-    run(["python", "-m", "fairseq_local.data.synthetic", "--out-dir", str(out / "raw"), "--train", "300",
+    run(["python", "-m", "fairseq_local_data.synthetic", "--out-dir", str(out / "raw"), "--train", "300",
          "--valid", "40", "--test", "5"])
     run(["fairseq-preprocess", "--only-source", "--trainpref", str(out / "raw" / "train.src"),
          "--validpref", str(out / "raw" / "valid.src"), "--destdir", str(out / "bin"), "--workers", "1"])

@@ -34,10 +34,13 @@ def test_help(script):
 
 
 def value_options(script: str):
-    """The options that a script's option loop declares to take a value
-    (the ``needs_value`` case patterns)."""
+    """The options that a script declares to take a value: the ``--name=VAR``
+    words of its ``parse_options "SPEC"`` (scripts/lib.sh), or the
+    ``needs_value`` case patterns of an option loop of its own."""
     text = (ROOT / "scripts" / script).read_text()
     options = []
+    for m in re.finditer(r'^\s*parse_options "([^"]*)"', text, re.M):
+        options += [w.split("=")[0] for w in m.group(1).split() if re.fullmatch(r"--[a-z0-9-]+=[A-Za-z_]\w*", w)]
     for m in re.finditer(r"^\s*((?:--[a-z0-9-]+\|?\s*)+)\)\s*(?:\n\s*)?needs_value", text, re.M):
         options += [o.strip() for o in m.group(1).split("|")]
     return options
@@ -171,4 +174,4 @@ def test_test_sh_runs_the_suite_after_setup(venv):
     python only records its arguments) and then runs pytest on tests/."""
     r = shell("bash scripts/test.sh -x -k foo", venv)
     assert r.returncode == 3 and r.stdout == ""
-    assert (venv.parent / "calls").read_text() == "-m pytest -q -p no:cacheprovider tests -x -k foo\n"
+    assert (venv.parent / "calls").read_text() == "-m pytest -q -p no:cacheprovider tests -rs -x -k foo\n"

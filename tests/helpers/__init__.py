@@ -2,6 +2,7 @@
 they run, the tiny model options, and builders of attention layers, runs and
 checkpoints (``from helpers import ...``)."""
 
+import json
 import os
 import sys
 import subprocess
@@ -11,11 +12,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 USER_DIR = str(ROOT / "fairseq_local")
-# Tiny models that keep the paper layouts (6 encoder layers, 8 heads).
+# Tiny models that keep the paper layouts (6 encoder layers, 8 heads): the
+# "tiny" model size of fairseq_local/models/presets.json (read as a file, so
+# that the data tests import no fairseq), then the tests' training options.
+TINY_SIZE = json.loads((ROOT / "fairseq_local" / "models" / "presets.json").read_text())["tiny"]["options"]
 TINY = [
-    "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
-    "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64", "--decoder-layers", "1",
-    "--decoder-attention-heads", "2", "--lr", "1e-3", "--warmup-updates", "5",
+    *(flag for name, value in TINY_SIZE.items() for flag in ("--" + name.replace("_", "-"), str(value))),
+    "--lr", "1e-3", "--warmup-updates", "5",
     "--max-tokens", "800", "--log-interval", "1", "--seed", "3", "--num-workers", "0",
 ]
 

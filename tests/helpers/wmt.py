@@ -1,34 +1,12 @@
-"""Shared by tests/unit/data/test_wmt.py and tests/unit/data/test_cleaning.py: loading
-fairseq_local/data/wmt.py and cleaning.py from their files, small parallel
+"""Shared by tests/unit/data/test_wmt.py and tests/unit/data/test_cleaning.py
+(fairseq_local_data/wmt.py, cleaning.py and testsets.py): small parallel
 corpora and a prepared directory (fixtures: the test files that use them
 import them)."""
 
-import importlib.util
 import struct
-import sys
 from pathlib import Path
 
 import pytest
-
-from helpers import ROOT
-
-DATA_DIR = ROOT / "fairseq_local" / "data"
-
-
-def _load(name: str):
-    """Load fairseq_local/data/NAME.py from its file, as the pipeline scripts
-    run it: no import of the plugin package, fairseq or torch. Its directory
-    comes first on sys.path meanwhile, as for ``python fairseq_local/data/wmt.py``,
-    so that wmt.py imports cleaning.py from beside it."""
-    spec = importlib.util.spec_from_file_location(f"_{name}_under_test", DATA_DIR / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    sys.path.insert(0, str(DATA_DIR))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(DATA_DIR))
-    return module
 
 
 def write_corpus(d: Path, name: str, src: list, tgt: list) -> tuple:

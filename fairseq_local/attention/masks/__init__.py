@@ -58,26 +58,47 @@ draws are fixed by (SEED, n) (SEED defaults to 0), never by the batch.  A
 ``bigbird`` mask draws the same global positions as the ``longformer`` mask and
 the same keys as the ``random`` mask of its seed.
 
+Each kind is one class, registered once, and holds its own rule.  The class
+(a frozen dataclass) is decorated with :func:`register_mask_kind` (its name
+and syntax) and has a ``from_params(kind, params)`` classmethod that parses
+the token's parameters with the public parsers of :mod:`.registry`
+(:func:`~.registry.int_params`, :func:`~.registry.no_params`, ...).  Its rule
+is :meth:`HeadMask.allows` (i, j, n) → bool, written with tensor operations
+only, or :meth:`RelativeMask.allows_offset` (d) for a relative kind; a kind
+whose offsets form one window also gives :attr:`HeadMask.offset_window`.
+Every path uses that rule: :meth:`HeadMask.dense` (the dense path, and so the
+sparsity counts), FlexAttention's mask_mod (:func:`mask_mod` in
+:mod:`.flex_rule`) and the window path (``plan.window_of`` reads
+``offset_window``).  Only the kinds whose answer is looked up in a table
+(:class:`TableMask`: the seeded kinds of :mod:`.seeded`, ``file`` masks of
+:mod:`.file`) build it in :meth:`HeadMask.bind`, once per batch, and return
+the rule as a closure over it.  Unions OR their parts' rules.  Where the
+classes live: ``global`` in :mod:`.base` (``global-G`` in :mod:`.patterns`),
+the local, offset and position kinds in :mod:`.patterns`, the random kinds in
+:mod:`.seeded`, ``file`` (and the mask-file format: :func:`write_mask_file`,
+:func:`load_mask_file`) in :mod:`.file`, the learned specs in :mod:`.learned`.
+
 :meth:`HeadMask.pair_count` is the number of allowed pairs at length n (|M|
 of Adaptive Axis Attention, Eq. 9): in closed form for ``global`` and the
 offset kinds, in O(n) over the offsets for the other relative kinds and their
 unions, and from the (n, n) matrix, once per (mask, n), for the others.
-
-New kinds are added with :func:`register_mask_kind`.
 """
 
-from .base import GlobalMask, HeadMask, MaskSpecError, OffsetMask, RelativeMask, real_positions, stack_masks
-from .file import MASK_FILE_FORMAT, FileMask, load_mask_file
-from .learned import AxisAdaptiveSpec, DamSpec, LearnedMask
-from .patterns import (AxisMask, DiagonalMask, FixedMask, GlobalTokensMask, LogSparseMask, NoDiagMask,
-                       PositionMask, StarMask, StridedMask)
-from .registry import MASK_KINDS, OrMask, parse_mask, register_mask_kind
+from .base import (GlobalMask, HeadMask, MaskSpecError, OrMask, PositionMask, RelativeMask, Rule, TableMask,
+                   real_positions, stack_masks)
+from .registry import MASK_KINDS, int_params, no_params, parse_mask, register_mask_kind, unregister_mask_kind
+from .patterns import (AxisMask, DiagonalMask, FixedMask, GlobalTokensMask, LogSparseMask, NoDiagMask, OffsetMask,
+                       StarMask, StridedMask)
 from .seeded import BigBirdMask, LongformerMask, RandomDropMask, RandomMask, SeededMask
+from .file import MASK_FILE_FORMAT, FileMask, load_mask_file, write_mask_file
+from .learned import AxisAdaptiveSpec, DamSpec, LearnedMask
+from .flex_rule import MaskMod, flex_positions, mask_mod
 
 __all__ = [
-    "AxisAdaptiveSpec", "AxisMask", "BigBirdMask", "DamSpec", "DiagonalMask", "FileMask", "FixedMask", "GlobalMask", "GlobalTokensMask",
-    "HeadMask", "LearnedMask", "LogSparseMask", "LongformerMask", "MASK_FILE_FORMAT", "MASK_KINDS", "MaskSpecError",
-    "NoDiagMask", "OffsetMask", "OrMask", "PositionMask", "RandomDropMask", "RandomMask", "RelativeMask",
-    "SeededMask", "StarMask", "StridedMask", "load_mask_file", "parse_mask", "real_positions",
-    "register_mask_kind", "stack_masks",
+    "AxisAdaptiveSpec", "AxisMask", "BigBirdMask", "DamSpec", "DiagonalMask", "FileMask", "FixedMask", "GlobalMask",
+    "GlobalTokensMask", "HeadMask", "LearnedMask", "LogSparseMask", "LongformerMask", "MASK_FILE_FORMAT",
+    "MASK_KINDS", "MaskMod", "MaskSpecError", "NoDiagMask", "OffsetMask", "OrMask", "PositionMask",
+    "RandomDropMask", "RandomMask", "RelativeMask", "Rule", "SeededMask", "StarMask", "StridedMask", "TableMask",
+    "flex_positions", "int_params", "load_mask_file", "mask_mod", "no_params", "parse_mask", "real_positions",
+    "register_mask_kind", "stack_masks", "unregister_mask_kind", "write_mask_file",
 ]

@@ -1,23 +1,49 @@
-"""Mask data types: the base class, ``global`` and the offset kinds of Pande
-et al. (2021, §4.1), and the helpers that turn masks into dense tensors.
+"""Mask data types: the base class and its rule, ``global``, the families of
+kinds (relative, positional, looked up in a table), unions, and the helpers
+that turn masks into dense tensors.
 
 Positions count *real* tokens from 0 (padding excluded); for a query at
 position i and a key at position j the offset is ``d = j − i``.
+
+A fixed mask is its rule, :meth:`HeadMask.allows`, written once and used by
+every path: :meth:`HeadMask.dense` evaluates it on broadcast position
+tensors, FlexAttention's mask_mod (:func:`~.flex_rule.mask_mod`) on the
+scalar indices it vmaps over, and the window path reads a window mask's
+offsets from :attr:`HeadMask.offset_window`.
 """
 
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Optional, Tuple
+from functools import reduce
+from typing import Callable, Optional, Sequence, Tuple, Union
 
 import torch
 
-class MaskSpecError(ValueError):
+from ..context import cached
+from ...errors import OneLineError
+
+Length = Union[torch.Tensor, int, None]
+Rule = Callable[[torch.Tensor, torch.Tensor, Length], torch.Tensor]
+"""``rule(i, j, n) -> bool``: i, j long positions and n the real length,
+broadcast against each other; written with tensor operations only."""
+
+
+class MaskSpecError(OneLineError, ValueError):
     """A mask token that cannot be parsed (unknown kind or bad parameter)."""
+
+
+def isin(x: torch.Tensor, values: Sequence[int]) -> torch.Tensor:
+    """x ∈ values, elementwise, as an OR chain over the (constant) values:
+    unlike torch.isin, it runs under vmap (FlexAttention).  Empty: all False."""
+    return reduce(torch.logical_or, (x == v for v in values), torch.zeros_like(x, dtype=torch.bool))
 
 
 @dataclass(frozen=True)
 class HeadMask:
-    """Base class of a head's mask.  Subclasses are frozen dataclasses."""
+    """Base class of a head's mask.  Subclasses are frozen dataclasses.
+
+    A fixed kind defines its rule, :meth:`allows`; :meth:`dense` and
+    FlexAttention's mask_mod are derived from it.  A registered kind also has
+    ``from_params(kind, params)`` (:func:`~.registry.register_mask_kind`)."""
 
     @property
     def is_global(self) -> bool:
@@ -39,16 +65,57 @@ class HeadMask:
         padding) and is built once per (T, S)."""
         return False
 
+    @property
+    def offset_window(self) -> Optional[Tuple[int, int]]:
+        """(lo, hi) when the mask allows exactly the offsets lo <= j − i <= hi
+        (a window, which the window path reads key by key), else None."""
+        return None
+
+    def allows(self, i: torch.Tensor, j: torch.Tensor, n: Length) -> torch.Tensor:
+        """The mask's rule: may query position i attend to key position j in
+        a sentence of n real tokens?
+
+        i, j: long, real-token positions (−1 at padding) or, for a relative
+        mask, padded indices; n: long, the real length (None for a relative
+        mask, whose rule reads j − i only); all broadcast against each other.
+        Returns bool of their broadcast shape.  Written with tensor operations
+        only (no Python branch on a tensor's value, no read back to the host)
+        so that FlexAttention can vmap it over scalar indices.  Pads need not
+        be excluded here: :meth:`rule` does it for kinds that are not relative."""
+        raise NotImplementedError(f"{type(self).__name__} has no rule: define allows(i, j, n)")
+
+    def bind(self, n: Length, size: int, device: torch.device) -> Rule:
+        """The rule for one batch: n (any shape) its real lengths, ``size`` its
+        padded length (a host int).  Kinds that look the answer up in a table
+        build it here and return a closure over it; the others return
+        :meth:`allows`."""
+        return self.allows
+
+    def rule(self, n: Length, size: int, device: torch.device) -> Rule:
+        """:meth:`bind`, with pad positions (−1) never allowed unless the mask
+        is relative: the rule the dense path and FlexAttention evaluate."""
+        allows = self.bind(n, size, device)
+        if self.relative:
+            return allows
+
+        def real_pairs(i: torch.Tensor, j: torch.Tensor, n: Length) -> torch.Tensor:
+            return allows(i, j, n) & (i >= 0) & (j >= 0)
+
+        return real_pairs
+
     def dense(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> torch.Tensor:
-        """Dense boolean mask.
+        """Dense boolean mask, :meth:`rule` on every (query, key) pair.
 
         Args:
             pos_q: (B, T) or (T,) long, real-token position of each query.
             pos_k: (B, S) or (S,) long, real-token position of each key.
         Returns:
-            bool tensor broadcastable to (B, T, S); True = may attend.
+            bool tensor broadcastable to (B, T, S); True = may attend.  n, the
+            sentence's real length, is taken as max(pos_k) + 1 per sentence.
         """
-        raise NotImplementedError
+        i, j = pos_q.unsqueeze(-1), pos_k.unsqueeze(-2)  # (..., T, 1), (..., 1, S)
+        n = None if self.relative else pos_k.amax(-1, keepdim=True).unsqueeze(-1) + 1  # (..., 1, 1)
+        return self.rule(n, max(i.shape[-2], j.shape[-1]), pos_q.device)(i, j, n)
 
     def pair_count(self, n: int) -> int:
         """The number of allowed (i, j) among the positions 0..n−1 of a
@@ -68,9 +135,7 @@ class HeadMask:
 
     def __str__(self) -> str:
         raise NotImplementedError
-
-
-@lru_cache(maxsize=8192)
+@cached(maxsize=8192)
 def _pair_count(mask: HeadMask, n: int) -> int:
     return mask._count_pairs(n)
 
@@ -84,7 +149,7 @@ def to_device(t: torch.Tensor, device: torch.device) -> torch.Tensor:
     return t.pin_memory().to(device, non_blocking=True)
 
 
-@lru_cache(maxsize=1024)
+@cached(maxsize=1024)
 def constant(values: Tuple, device: torch.device, dtype: torch.dtype = torch.long) -> torch.Tensor:
     """``torch.tensor(values)`` on ``device``, made once per (values, device, dtype).
 
@@ -94,7 +159,7 @@ def constant(values: Tuple, device: torch.device, dtype: torch.dtype = torch.lon
         return to_device(torch.tensor(values, dtype=dtype), device)
 
 
-@lru_cache(maxsize=256)
+@cached(maxsize=256)
 def pair_count_table(masks: Tuple[HeadMask, ...], length: int, device: torch.device) -> torch.Tensor:
     """float32 (length + 1, H) on ``device``: row n holds each mask's
     :meth:`~HeadMask.pair_count` at n real tokens, so that a batch's counts are
@@ -117,10 +182,8 @@ class GlobalMask(HeadMask):
     def relative(self) -> bool:
         return True
 
-    def dense(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> torch.Tensor:
-        return torch.ones(
-            pos_q.shape + pos_k.shape[-1:], dtype=torch.bool, device=pos_q.device
-        )
+    def allows(self, i, j, n):
+        return torch.ones_like(j - i, dtype=torch.bool)
 
     def _count_pairs(self, n: int) -> int:
         return n * n
@@ -131,57 +194,75 @@ class GlobalMask(HeadMask):
 
 @dataclass(frozen=True)
 class RelativeMask(HeadMask):
-    """A mask given by a rule on the offset ``d = j − i`` alone."""
+    """A mask given by a rule on the offset ``d = j − i`` alone,
+    :meth:`allows_offset`."""
 
     @property
     def relative(self) -> bool:
         return True
 
-    def dense(self, pos_q: torch.Tensor, pos_k: torch.Tensor) -> torch.Tensor:
-        return self.allows(pos_k.unsqueeze(-2) - pos_q.unsqueeze(-1))  # d: (..., T, S)
+    def allows(self, i, j, n):
+        return self.allows_offset(j - i)
 
-    def allows(self, d: torch.Tensor) -> torch.Tensor:
-        """Bool of d's shape: whether the offset d = j − i is allowed."""
+    def allows_offset(self, d: torch.Tensor) -> torch.Tensor:
+        """Bool of d's shape: whether the offset d = j − i is allowed
+        (tensor operations only, as :meth:`HeadMask.allows`)."""
         raise NotImplementedError
 
 
 @dataclass(frozen=True)
-class OffsetMask(RelativeMask):
-    """Allows the offsets ``lo <= j − i <= hi`` (Pande et al., §4.1).
+class PositionMask(HeadMask):
+    """A mask given by a rule on the real-token positions (i, j) and length n.
 
-    ``identity`` is (0, 0), ``prev-k`` is (−k, −k), ``next-k`` is (k, k),
-    ``band-k`` and ``local-k`` are (−k, k).  ``name`` is the kind it was
-    written as."""
+    Not relative: built per batch from the (B, T) positions of
+    :func:`real_positions`.  Pad positions (−1) are never allowed."""
 
-    name: str
-    lo: int
-    hi: int
 
-    def allows(self, d: torch.Tensor) -> torch.Tensor:
-        return (d >= self.lo) & (d <= self.hi)
+@dataclass(frozen=True)
+class TableMask(PositionMask):
+    """A positional mask whose rule looks the answer up in a table (the
+    seeded random kinds, ``file`` masks): :meth:`bind` builds the table for a
+    batch, on its device, and returns the rule as a closure over it."""
 
-    def _count_pairs(self, n: int) -> int:
-        """Σ_{d=lo..hi} max(0, n − |d|), in closed form."""
-        a, b = max(self.lo, 1 - n), min(self.hi, n - 1)
-        if a > b:
-            return 0
-        return (b - a + 1) * n - _abs_sum(a, b)
+    def bind(self, n: Length, size: int, device: torch.device) -> Rule:
+        raise NotImplementedError
+
+    def allows(self, i, j, n):
+        """The rule at once, for i (..., T, 1), j (..., 1, S) (binds a table
+        for these shapes, so not under vmap: FlexAttention uses :meth:`bind`)."""
+        n = torch.as_tensor(n, device=i.device)
+        return self.bind(n, max(i.shape[-2], j.shape[-1]), i.device)(i, j, n)
+
+
+@dataclass(frozen=True)
+class OrMask(HeadMask):
+    """The union of ``parts`` (Adaptive Axis Attention, Eq. 8), written ``A+B+...``:
+    its rule ORs theirs.  Relative iff every part is (else pad positions stay
+    out, as for :class:`PositionMask`); global iff any part is."""
+
+    parts: Tuple[HeadMask, ...]
+
+    @property
+    def is_global(self) -> bool:
+        return any(p.is_global for p in self.parts)
+
+    @property
+    def relative(self) -> bool:
+        return all(p.relative for p in self.parts)
+
+    def allows(self, i, j, n):
+        return reduce(torch.logical_or, (p.allows(i, j, n) for p in self.parts))
+
+    def bind(self, n: Length, size: int, device: torch.device) -> Rule:
+        rules = [p.bind(n, size, device) for p in self.parts]
+
+        def union(i: torch.Tensor, j: torch.Tensor, n: Length) -> torch.Tensor:
+            return reduce(torch.logical_or, (r(i, j, n) for r in rules))
+
+        return union
 
     def __str__(self) -> str:
-        if self.name == "identity":
-            return "identity"
-        k = self.hi if self.name != "prev" else -self.lo
-        return f"{self.name}-{k}"
-
-
-
-def _abs_sum(a: int, b: int) -> int:
-    """Σ_{d=a..b} |d| for integers a ≤ b."""
-    if a >= 0:
-        return (a + b) * (b - a + 1) // 2
-    if b <= 0:
-        return -(a + b) * (b - a + 1) // 2
-    return -a * (1 - a) // 2 + b * (b + 1) // 2
+        return "+".join(str(p) for p in self.parts)
 
 
 def real_positions(padding_mask: Optional[torch.Tensor], length: int,

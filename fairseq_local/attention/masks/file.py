@@ -1,16 +1,19 @@
 """``file`` masks: fixed masks exported from a trained DAM (SparseBERT §4.3,
-"two-stage"), read from ``--mask-file``."""
+"two-stage"), read from ``--mask-file``; and the mask-file format itself, its
+writer (:func:`write_mask_file`, used by ``fairseq-local export``) beside its
+reader (:func:`load_mask_file`)."""
 
 import os
+import re
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any, Dict
+from typing import Any, Dict, List, Union
 
 import torch
 
+from ..context import cached
 from ...outputs import pickled_strings as _pickled_strings
-from .base import MaskSpecError, to_device
-from .patterns import PositionMask, _axis
+from .base import HeadMask, Length, MaskSpecError, Rule, TableMask, to_device
+from .registry import MAX_LAYER_HEAD, bounded, register_mask_kind
 
 MASK_FILE_FORMAT = "fairseq-local-masks/1"
 
@@ -56,7 +59,7 @@ def check_masks(path: str, masks: Any) -> Dict[str, dict]:
     return masks
 
 
-@lru_cache(maxsize=8)
+@cached(maxsize=8)
 def load_mask_file(path: str) -> Dict[str, dict]:
     """The masks of an exported mask file (``fairseq-local export``):
     ``{"L.H": {"matrix": bool (N, N), "ends": bool, ...}}``, checked
@@ -77,8 +80,22 @@ def load_mask_file(path: str) -> Dict[str, dict]:
     return check_masks(path, data.get("masks"))
 
 
+def write_mask_file(path: Union[str, os.PathLike], masks: Dict[str, dict], **info: Any) -> None:
+    """Write the mask file that :func:`load_mask_file` reads: ``masks``,
+    ``{"L.H": {"matrix": bool (N, N), "ends": bool, ...}}`` (0-based layer
+    and head), checked first (:func:`check_masks`), under the format tag
+    :data:`MASK_FILE_FORMAT`; ``info``: what else the file records
+    (``fairseq-local export``: the stage-2 ``layout``, the ``checkpoint``,
+    the export ``method``)."""
+    clash = {"format", "masks"} & set(info)
+    if clash:
+        raise ValueError(f"a mask file's {sorted(clash)} cannot be given as info")
+    torch.save({"format": MASK_FILE_FORMAT, "masks": check_masks(path, masks), **info}, path)
+
+
+@register_mask_kind("file", "file[-L.H]")
 @dataclass(frozen=True)
-class FileMask(PositionMask):
+class FileMask(TableMask):
     """A fixed mask exported from a learned one (SparseBERT, §4.3 "two-stage"):
     head ``head`` of layer ``layer`` (0-based) in the mask file ``path``.
 
@@ -91,6 +108,15 @@ class FileMask(PositionMask):
     head: int
     path: str = ""
 
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> HeadMask:
+        if not params:  # resolved to the head's own layer and head by the layout
+            return cls(-1, -1)
+        if len(params) != 1 or not re.fullmatch(r"[0-9]+\.[0-9]+", params[0]):
+            raise MaskSpecError("takes a layer.head pair, as in 'file-0.3'")
+        layer, head = params[0].split(".")
+        return cls(bounded(layer, "L", 0, MAX_LAYER_HEAD - 1), bounded(head, "H", 0, MAX_LAYER_HEAD - 1))
+
     def entry(self) -> dict:
         if not self.path:
             raise MaskSpecError(f"mask '{self}' needs --mask-file")
@@ -100,24 +126,30 @@ class FileMask(PositionMask):
             raise MaskSpecError(f"mask file '{self.path}' has no head {key} (has {', '.join(masks)})")
         return masks[key]
 
-    def allows(self, i, j, n):
-        entry = self.entry()
-        m = matrix_on(self, i.device)
-        if max(i.shape[-2], j.shape[-1]) > m.shape[0]:  # the padded length: no read of n on the host
-            raise MaskSpecError(
-                f"a batch of {max(i.shape[-2], j.shape[-1])} positions is longer than mask {self} of "
-                f"'{self.path}' ({m.shape[0]} positions)"
-            )
-        out = m[i.clamp(0, m.shape[0] - 1), j.clamp(0, m.shape[0] - 1)]
-        if entry.get("ends", False):
-            out = out | _axis(i, j, [0], [0]) | (i == n - 1) | (j == n - 1)
-        return out
+    def bind(self, n: Length, size: int, device: torch.device) -> Rule:
+        """matrix[i, j], with ``ends`` also i or j first or last (n − 1), for
+        positions below ``size``.  A batch padded to more positions than the
+        matrix has is refused by its padded length (no sentence length is read)."""
+        ends = bool(self.entry()["ends"])
+        table = matrix_on(self, torch.device(device))
+        last = table.shape[0] - 1
+        if size > table.shape[0]:
+            raise MaskSpecError(f"a batch of {size} positions is longer than mask {self} of '{self.path}' "
+                                f"({table.shape[0]} positions)")
+
+        def from_file(i, j, n):
+            out = table[i.clamp(0, last), j.clamp(0, last)]
+            if ends:  # a constant of the file
+                out = out | (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
+            return out
+
+        return from_file
 
     def __str__(self) -> str:
         return "file" if self.layer < 0 else f"file-{self.layer}.{self.head}"
 
 
-@lru_cache(maxsize=256)
+@cached(maxsize=256)
 def matrix_on(mask: FileMask, device: torch.device) -> torch.Tensor:
     """The mask's bool (N, N) matrix on ``device``, copied once (no copy per forward)."""
     with torch.inference_mode(False):

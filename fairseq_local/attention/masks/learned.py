@@ -6,6 +6,7 @@ the attention layer (:mod:`fairseq_local.attention.learned`), never by
 :meth:`~fairseq_local.attention.masks.base.HeadMask.dense`."""
 
 from dataclasses import dataclass
+from typing import List
 
 from torch import Tensor
 
@@ -26,41 +27,36 @@ class LearnedMask(HeadMask):
         raise MaskSpecError(f"'{self}' is learned: it has no fixed dense matrix")
 
 
+@register_mask_kind("dam-s", "dam-s")
+@register_mask_kind("dam-u", "dam-u")
 @dataclass(frozen=True)
 class DamSpec(LearnedMask):
     """``dam-u`` (unstructured) or ``dam-s`` (structured)."""
 
     structured: bool
 
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> HeadMask:
+        no_params(kind, params)
+        return cls(kind == "dam-s")
+
     def __str__(self) -> str:
         return "dam-s" if self.structured else "dam-u"
 
 
+@register_mask_kind("aaa", "aaa[-W]")
 @dataclass(frozen=True)
 class AxisAdaptiveSpec(LearnedMask):
     """``aaa`` / ``aaa-W``: Adaptive Axis Attention OR ``local-W`` (W = 2)."""
 
     window: int = 2
 
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> HeadMask:
+        if not params:
+            return cls()
+        (w,) = int_params(params, ("W", 0))
+        return cls(w)
+
     def __str__(self) -> str:
         return "aaa" if self.window == 2 else f"aaa-{self.window}"
-
-
-@register_mask_kind("dam-u", "dam-u")
-def _dam_u(params) -> HeadMask:
-    no_params("dam-u", params)
-    return DamSpec(False)
-
-
-@register_mask_kind("dam-s", "dam-s")
-def _dam_s(params) -> HeadMask:
-    no_params("dam-s", params)
-    return DamSpec(True)
-
-
-@register_mask_kind("aaa", "aaa[-W]")
-def _aaa(params) -> HeadMask:
-    if not params:
-        return AxisAdaptiveSpec()
-    (w,) = int_params(params, ("W", 0))
-    return AxisAdaptiveSpec(w)

@@ -14,19 +14,20 @@ synchronisation on a GPU, once per seeded head per forward).
 
 import hashlib
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Optional, Tuple
+from typing import List, Optional, Tuple
 
 import numpy as np
 import torch
 
-from .base import to_device
-from .patterns import PositionMask, _axis
+from ..context import cached
+from .base import HeadMask, Length, Rule, TableMask, to_device
+from .registry import int_params, no_params, register_mask_kind, seed_param
 
 # The longest padded length whose every-length table is kept on a device: m = 512 takes
 # 16.8 MB (bit-packed) and a one-time build of ~6 s per mask on a 2-core CPU (all 512
 # draws; random-2 and random-drop are the slowest), once per power-of-two bucket.
 SYNC_FREE_MAX_LEN = 512
+HOST_READS_ARE_FREE = ("cpu",)  # device types where a seeded rule may read the lengths on the host
 
 def _draw(seed: int, n: int, what: str, population: int, k: int, rows: int = 1) -> torch.Tensor:
     """Seeded draw: (rows, min(k, population)) long; each row holds distinct
@@ -39,7 +40,7 @@ def _draw(seed: int, n: int, what: str, population: int, k: int, rows: int = 1) 
     return keys.argsort(-1)[:, :k]
 
 
-@lru_cache(maxsize=256)
+@cached(maxsize=256)
 def _matrix(mask: "SeededMask", n: int) -> torch.Tensor:
     return mask.matrix(n)
 
@@ -49,7 +50,7 @@ def _bucket(size: int) -> int:
     return max(8, 1 << max(0, size - 1).bit_length())
 
 
-@lru_cache(maxsize=16)
+@cached(maxsize=16)
 def _packed_cpu(mask: "SeededMask", m: int) -> torch.Tensor:
     """uint8 (m + 1, m·m/8): bit i·m + j of row n is matrix(n)[i, j] (0 outside n×n)."""
     table = np.zeros((m + 1, m * m // 8), dtype=np.uint8)
@@ -60,14 +61,14 @@ def _packed_cpu(mask: "SeededMask", m: int) -> torch.Tensor:
     return torch.from_numpy(table)
 
 
-@lru_cache(maxsize=32)
+@cached(maxsize=32)
 def _packed(mask: "SeededMask", m: int, device: torch.device) -> torch.Tensor:
     with torch.inference_mode(False):  # usable by autograd later, whichever mode built it
         return to_device(_packed_cpu(mask, m), device)
 
 
 @dataclass(frozen=True)
-class SeededMask(PositionMask):
+class SeededMask(TableMask):
     """A random mask: one (n, n) matrix per length n, fixed by (seed, n)."""
 
     def matrix(self, n: int) -> torch.Tensor:
@@ -76,16 +77,18 @@ class SeededMask(PositionMask):
 
     def length_table(self, n: torch.Tensor) -> Tuple[torch.Tensor, torch.Tensor]:
         """The matrices of the distinct lengths in ``n`` (any shape), zero-padded
-        and stacked into bool (L, m, m) on the CPU, and for each entry of ``n``
-        the index of its own matrix (``n``'s shape).  Reads ``n`` on the host
-        (a synchronisation on a GPU): see :meth:`sync_free_table`."""
-        lengths, which = torch.unique(n, return_inverse=True)
+        and stacked into bool (L, m, m) on the CPU, and long (max(n) + 1,) on
+        n's device: at each of those lengths the index of its matrix.  Reads
+        ``n`` on the host (a synchronisation on a GPU): see :meth:`sync_free_table`."""
+        lengths = torch.unique(n)
         m = max(int(lengths.max()), 1)
         mats = torch.zeros(len(lengths), m, m, dtype=torch.bool)
         for k, length in enumerate(lengths.tolist()):
             if length > 0:
                 mats[k, :length, :length] = _matrix(self, length)
-        return mats, which
+        index = torch.zeros(int(lengths.max()) + 1, dtype=torch.long, device=n.device)
+        index[lengths] = torch.arange(len(lengths), device=n.device)
+        return mats, index
 
     def sync_free_table(self, size: int, device: torch.device) -> Optional[Tuple[torch.Tensor, int]]:
         """(table, m) holding the matrices of every length 0..m, m >= ``size``
@@ -102,24 +105,36 @@ class SeededMask(PositionMask):
         byte = table[n.clamp(0, m), idx >> 3]
         return ((byte.to(torch.int32) >> (idx & 7)) & 1).bool()
 
-    def allows(self, i, j, n):
-        """i (..., T, 1), j (..., 1, S), n (..., 1, 1), positions and n at most
-        max(T, S) (as :meth:`dense` gives them) -> bool (..., T, S)."""
-        if i.device.type != "cpu" and i.dim() >= 2 and j.dim() >= 1:
-            table = self.sync_free_table(max(i.shape[-2], j.shape[-1]), i.device)
-            if table is not None:  # no host read
-                return self.lookup(*table, i, j, n) & (i < n)
-        # each sentence's own matrix: (L, m, m)[(..., 1, 1), (..., T, 1), (..., 1, S)]
-        mats, which = self.length_table(n)
-        m = mats.shape[-1]
-        mats = mats.to(i.device)
-        return mats[which, i.clamp(0, m - 1), j.clamp(0, m - 1)] & (i < n)
+    def bind(self, n: Length, size: int, device: torch.device) -> Rule:
+        """matrix(n)[i, j] for positions and lengths at most ``size``.  Off the
+        devices of :data:`HOST_READS_ARE_FREE`, from the bit-packed table of
+        every length (indexed by n itself: no host read); there, or past
+        :data:`SYNC_FREE_MAX_LEN`, from the matrices of the batch's distinct
+        lengths (:meth:`length_table`, which reads n)."""
+        device = torch.device(device)
+        packed = None if device.type in HOST_READS_ARE_FREE else self.sync_free_table(size, device)
+        if packed is not None:
+            table = packed[0]  # uint8 (m + 1, m·m/8)
+
+            def from_every_length(i, j, n):
+                return self.lookup(table, table.shape[0] - 1, i, j, n) & (i < n)  # m from a shape: no guard on it
+
+            return from_every_length
+        mats, index = self.length_table(n)  # (L, m, m), (max(n) + 1,)
+        mats = mats.to(device)
+
+        def from_batch_lengths(i, j, n):
+            m = mats.shape[-1]  # a size, not a closed-over int: no guard on it
+            return mats[index[n], i.clamp(0, m - 1), j.clamp(0, m - 1)] & (i < n)
+
+        return from_batch_lengths
 
 
 def _seed_suffix(seed: int) -> str:
     return f"-s{seed}" if seed else ""
 
 
+@register_mask_kind("random", "random-R[-sSEED]")
 @dataclass(frozen=True)
 class RandomMask(SeededMask):
     """Each row i allows R distinct keys drawn uniformly from the n (every key
@@ -127,6 +142,12 @@ class RandomMask(SeededMask):
 
     count: int
     seed: int = 0
+
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> HeadMask:
+        params, seed = seed_param(params)
+        (r,) = int_params(params, ("R", 1))
+        return cls(r, seed)
 
     def matrix(self, n):
         keys = _draw(self.seed, n, "random", n, self.count, rows=n)  # (n, min(R, n))
@@ -136,12 +157,19 @@ class RandomMask(SeededMask):
         return f"random-{self.count}{_seed_suffix(self.seed)}"
 
 
+@register_mask_kind("random-drop", "random-drop[-sSEED]")
 @dataclass(frozen=True)
 class RandomDropMask(SeededMask):
     """All but n entries drawn uniformly among the n², as many as ``no-diag``
     removes: SparseBERT's "randomly dropped" (SparseBERT, §3.3)."""
 
     seed: int = 0
+
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> HeadMask:
+        params, seed = seed_param(params)
+        no_params(kind, params)
+        return cls(seed)
 
     def matrix(self, n):
         drop = _draw(self.seed, n, "random-drop", n * n, n)[0]
@@ -151,6 +179,7 @@ class RandomDropMask(SeededMask):
         return f"random-drop{_seed_suffix(self.seed)}"
 
 
+@register_mask_kind("longformer", "longformer-W-G[-sSEED]")
 @dataclass(frozen=True)
 class LongformerMask(SeededMask):
     """|i − j| ≤ W, or i or j among G distinct positions drawn uniformly from
@@ -160,16 +189,22 @@ class LongformerMask(SeededMask):
     globals: int
     seed: int = 0
 
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> HeadMask:
+        params, seed = seed_param(params)
+        return cls(*int_params(params, ("W", 0), ("G", 1)), seed=seed)
+
     def matrix(self, n):
         pos = torch.arange(n)
         i, j = pos[:, None], pos[None, :]
         g = _draw(self.seed, n, "global", n, self.globals)[0]
-        return ((j - i).abs() <= self.window) | _axis(i, j, g, g)
+        return ((j - i).abs() <= self.window) | torch.isin(i, g) | torch.isin(j, g)
 
     def __str__(self) -> str:
         return f"longformer-{self.window}-{self.globals}{_seed_suffix(self.seed)}"
 
 
+@register_mask_kind("bigbird", "bigbird-W-G-R[-sSEED]")
 @dataclass(frozen=True)
 class BigBirdMask(SeededMask):
     """``longformer-W-G`` or ``random-R`` of the same seed (BigBird without
@@ -179,6 +214,11 @@ class BigBirdMask(SeededMask):
     globals: int
     randoms: int
     seed: int = 0
+
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> HeadMask:
+        params, seed = seed_param(params)
+        return cls(*int_params(params, ("W", 0), ("G", 1), ("R", 1)), seed=seed)
 
     def matrix(self, n):
         local_global = _matrix(LongformerMask(self.window, self.globals, self.seed), n)

@@ -17,7 +17,6 @@ row within ``--max-memory`` on the CPU).
 """
 
 import argparse
-import sys
 import warnings
 from pathlib import Path
 from typing import Optional, Sequence
@@ -285,9 +284,3 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     finally:
         torch.set_num_threads(threads)
     return 0
-
-
-if __name__ == "__main__":
-    from ..main import main as cli_main
-
-    sys.exit(cli_main(["benchmark", *sys.argv[1:]]))

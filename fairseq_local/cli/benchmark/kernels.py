@@ -6,7 +6,6 @@ alone for reference, and the peak tensor memory of each, in ``--dtype`` on
 the peak from ``torch.cuda.max_memory_allocated``)."""
 
 import argparse
-import sys
 from typing import Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -14,6 +13,7 @@ import torch.nn.functional as F
 
 from .timing import (CUDA_PEAK_MEMORY_METHOD, PEAK_MEMORY_METHOD, PerCall, Progress, Skipped, cuda_peak_memory, fmt,
                      fmt_ms, guarded, markdown_table, median, peak_memory, ratio, round_robin, settings_line)
+from ...attention.context import clear_caches
 from ...models.archs import ALL_MASKS
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
@@ -31,16 +31,6 @@ KERNEL_CASES: Dict[str, Tuple[Callable[[int], List[str]], str, str, str]] = {
 }
 
 
-def _clear_mask_caches() -> None:
-    """Empty the per-length caches (``functools.lru_cache``) of the attention
-    modules, so that one row's cached masks do not count against the next."""
-    for name, module in list(sys.modules.items()):
-        if name.startswith("fairseq_local.attention") and module is not None:
-            for obj in list(vars(module).values()):
-                if callable(getattr(obj, "cache_clear", None)):
-                    obj.cache_clear()
-
-
 def kernel_layout(case: str, heads: int) -> Tuple[str, str]:
     """The one-layer ``--attn-layout`` (canonical form) and mask mode of a kernel case."""
     from ...attention.layout import format_layout, parse_layout
@@ -55,9 +45,7 @@ def _attention(layout: str, mode: str, impl: str, heads: int, dim: int, n: int, 
 
     torch.manual_seed(seed)
     cfg = AttentionConfig(attn_layout=layout, mask_mode=mode, attn_impl=impl)
-    attn = AttentionBuilder(cfg, dim, 1, heads, max_positions=n)(0)
-    attn.attn_impl = impl
-    return attn
+    return AttentionBuilder(cfg, dim, 1, heads, max_positions=n)(0)
 
 
 def _device(args: argparse.Namespace) -> torch.device:
@@ -144,7 +132,7 @@ def _kernel_row(case: str, H: int, n: int, args) -> Dict[str, object]:
                 continue
             row["diff"][impl] = max((a.float() - b.float()).abs().max().item()
                                     for a, b in zip([out[0], out[1][0]], [ref[0], ref[1][0]]))
-    _clear_mask_caches()
+    clear_caches()  # this row's per-length masks and index tensors do not count against the next
     if cuda:
         torch.cuda.empty_cache()  # this row's cached blocks do not count against the next
     return row

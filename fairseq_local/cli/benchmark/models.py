@@ -10,35 +10,18 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
+from ...models.presets import PRESETS
 from .timing import Progress, Skipped, fmt, fmt_rate, guarded, markdown_table, median, ratio, round_robin, settings_line
 
-SIZES: Dict[str, dict] = {
-    # the test suite's tiny model: 6 encoder layers of 8 heads, d = 32
-    "tiny": dict(encoder_embed_dim=32, encoder_ffn_embed_dim=64, decoder_embed_dim=32, decoder_ffn_embed_dim=64,
-                 decoder_layers=1, decoder_attention_heads=2),
-    # the demo's reduced dimensions (scripts/lib.sh demo_recipe)
-    "demo": dict(encoder_embed_dim=128, encoder_ffn_embed_dim=256, decoder_embed_dim=128,
-                 decoder_ffn_embed_dim=256, decoder_layers=2),
-    # Transformer-base (Pande et al., §5.1)
-    "base": {},
-}
-SIZE_TEXT = {"tiny": "d=32, FFN 64, 1 decoder layer", "demo": "d=128, FFN 256, 2 decoder layers",
-             "base": "Transformer-base: d=512, FFN 2048, 6 decoder layers"}
+# The NMT model sizes (tiny, demo, base), written once in fairseq_local/models/presets.json.
+SIZES: Dict[str, dict] = {name: dict(preset.options) for name, preset in PRESETS.items()}
+SIZE_TEXT = {name: preset.text for name, preset in PRESETS.items()}
 NMT_ARCHS = ("a", "f", "i", "l")
 LEARNED_ARCHS = ("dam_s", "dam_u", "aaa", "head_gates")
 ROBERTA_ARCHS = ("roberta_band6", "roberta_band6_120_tied")
 GEN_ARCHS = ("f", "l")
 # The demo's sparsity-criterion weights (scripts/lib.sh); they act on learned heads only.
 SPARSITY = dict(dam_lambda=1e-4, aaa_target=0.5, aaa_alpha=0.05, gate_lambda=0.1)
-
-
-def _set_impl(model: torch.nn.Module, impl: str) -> torch.nn.Module:
-    from ...attention.module import LocalMultiheadAttention
-
-    for m in model.modules():
-        if isinstance(m, LocalMultiheadAttention):
-            m.attn_impl = impl
-    return model
 
 
 def _settings(args: argparse.Namespace, level: str, what: str) -> str:
@@ -108,7 +91,7 @@ def _nmt_model(arch: str, size: str, args, task):
             ns.mask_mode = args.mask_mode
     ARCH_CONFIG_REGISTRY[arch](ns)
     torch.manual_seed(args.seed + 1)
-    return _set_impl(ARCH_MODEL_REGISTRY[arch].build_model(ns, task), args.attn_impl)
+    return ARCH_MODEL_REGISTRY[arch].build_model(ns, task)  # the plugin's archs with --attn-impl
 
 
 def _roberta_model(arch: str, args, dictionary):
@@ -121,7 +104,7 @@ def _roberta_model(arch: str, args, dictionary):
         overrides["attn_impl"] = args.attn_impl
         overrides["attn_layout"] = format_layout(parse_layout(get_config(arch).layout)[:args.roberta_layers])
     torch.manual_seed(args.seed + 1)
-    return _set_impl(build_roberta(arch, overrides, dictionary=dictionary), args.attn_impl)
+    return build_roberta(arch, overrides, dictionary=dictionary)  # the plugin's archs with --attn-impl
 
 
 def _criteria(args, nmt_task, mlm_task):

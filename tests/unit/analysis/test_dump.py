@@ -7,7 +7,7 @@ import torch
 
 from fairseq_local.analysis.dump import dump_records, load_dump, prepare, read_sentences, save_dump
 from fairseq_local.analysis.model import AnalysisError, AnalysisModel
-from fairseq_local.data.syntax import Sentence
+from fairseq_local_data.syntax import Sentence
 from fairseq_local.models.roberta import build_roberta
 from fairseq_local.models.transformer import build_encoder, dummy_dictionary
 

@@ -6,7 +6,10 @@ tokeniser of a data folder is found from its bpe/ files."""
 import pytest
 
 from fairseq_local.analysis.model import AnalysisError, find_tokeniser, word_tokeniser
-from fairseq_local.data.tokenizers import DEFAULT_GPT2_DIR, train_sentencepiece
+from fairseq_local_data.bpe import train_sentencepiece
+from helpers import ROOT
+
+DEFAULT_GPT2_DIR = ROOT / "data-bin" / "gpt2-bpe"
 
 LINES = ["the quick brown fox jumps over the lazy dog", "a dog , a fox and some unseenwords here",
          "brownish foxes jumped quickly over lazier dogs"]
@@ -19,12 +22,12 @@ def tokens(tokenise, line):
 
 @pytest.mark.skipif(not (DEFAULT_GPT2_DIR / "encoder.json").is_file(), reason="no GPT-2 files (setup_env.sh)")
 def test_gpt2_word_by_word_equals_the_sentence():
-    from fairseq_local.data.tokenizers import encode_lines
+    from fairseq_local_data.bpe import encode_lines
 
-    tokenise = word_tokeniser("gpt2", None)
+    tokenise = word_tokeniser("gpt2", str(DEFAULT_GPT2_DIR))
     assert tokens(tokenise, "Hello world") == [("15496", "Hello"), ("995", " world")]
     for line in LINES:
-        assert " ".join(s for s, _ in tokens(tokenise, line)) == encode_lines([line], "gpt2")[0]
+        assert " ".join(s for s, _ in tokens(tokenise, line)) == encode_lines([line], "gpt2", DEFAULT_GPT2_DIR)[0]
 
 
 def test_sentencepiece_word_by_word_equals_the_sentence(tmp_path):

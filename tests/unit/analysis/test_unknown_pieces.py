@@ -7,7 +7,7 @@ import torch
 
 from fairseq_local.analysis.dump import is_dump, prepare, save_dump
 from fairseq_local.analysis.model import AnalysisModel
-from fairseq_local.data.syntax import Sentence
+from fairseq_local_data.syntax import Sentence
 from fairseq_local.models.transformer import build_encoder, dummy_dictionary
 
 VOCAB = 40

@@ -10,7 +10,8 @@ from fairseq_local.cli.export import export, stage2_layout
 from fairseq_local.models import build_encoder
 from fairseq_local.attention.layout import parse_layout
 from fairseq_local.attention.learned import DamMask
-from fairseq_local.attention.masks import MASK_FILE_FORMAT, FileMask, MaskSpecError
+from fairseq_local.attention.masks import (MASK_FILE_FORMAT, FileMask, MaskSpecError, load_mask_file,
+                                           write_mask_file)
 
 D = 16
 SMALL = {"encoder_embed_dim": 32, "encoder_ffn_embed_dim": 64, "dropout": 0.0, "dam_max_len": 24}
@@ -28,7 +29,7 @@ def test_exported_hard_mask_reloads_as_the_same_fixed_mask(tmp_path, mode, kind)
     attn = make_attention([kind, kind, "band-1", "global"], mode=mode, embed_dim=D, std=1.0, max_len=12)
     masks = {(0, 0): attn.dam[0], (0, 1): attn.dam[1]}
     path = tmp_path / "masks.pt"
-    torch.save({"format": MASK_FILE_FORMAT, "masks": export(masks, None, None)}, path)
+    write_mask_file(path, export(masks, None, None))
     fixed = make_attention(["file-0.0", "file-0.1", "band-1", "global"], mode=mode, embed_dim=D, std=0,
                            mask_file=str(path))
     fixed.load_state_dict({k: v for k, v in attn.state_dict().items() if not k.startswith("dam.")})
@@ -73,3 +74,24 @@ def test_file_mask_errors(tmp_path):
         FileMask(0, 0, str(bad)).entry()
     with pytest.raises(MaskSpecError, match="needs --mask-file"):
         build_encoder("transformer_local", dict(SMALL, attn_layout="[file*8]*6"))
+
+
+def test_the_writer_writes_what_the_reader_reads(tmp_path):
+    masks = {"0.0": {"matrix": torch.eye(3, dtype=torch.bool), "ends": True, "kind": "dam-s"},
+             "1.2": {"matrix": torch.tensor([[1, 0], [1, 1]])}}  # 0/1 values, no 'ends'
+    path = tmp_path / "masks.pt"
+    write_mask_file(path, masks, layout="[file]", method="hard")
+    data = torch.load(path, weights_only=True)
+    assert data["format"] == MASK_FILE_FORMAT and data["layout"] == "[file]" and data["method"] == "hard"
+    load_mask_file.cache_clear()
+    loaded = load_mask_file(str(path))
+    assert loaded.keys() == {"0.0", "1.2"} and loaded["0.0"]["ends"] and not loaded["1.2"]["ends"]
+    assert torch.equal(loaded["0.0"]["matrix"], torch.eye(3, dtype=torch.bool))
+    assert torch.equal(FileMask(1, 2, str(path)).dense(torch.arange(2), torch.arange(2)),
+                       torch.tensor([[True, False], [True, True]]))
+    bad = tmp_path / "bad.pt"
+    with pytest.raises(MaskSpecError, match=r"entry '0.0': matrix of shape \(2, 3\) is not square"):
+        write_mask_file(bad, {"0.0": {"matrix": torch.ones(2, 3)}})
+    with pytest.raises(ValueError, match="cannot be given as info"):
+        write_mask_file(bad, masks, format="other")
+    assert not bad.exists()

@@ -11,11 +11,9 @@ import torch
 from torch.nn.attention.flex_attention import create_mask
 
 from helpers import make_attention, padding_mask
-from fairseq_local.attention import flex
-from fairseq_local.attention.flex import (flex_attention_heads, flex_available, flex_positions, mask_mod,
-                                        register_flex_mask)
-from fairseq_local.attention.masks import (MASK_FILE_FORMAT, FileMask, HeadMask, MaskSpecError, parse_mask,
-                                        real_positions)
+from fairseq_local.attention.flex import flex_attention_heads, flex_available
+from fairseq_local.attention.masks import (FileMask, HeadMask, MaskSpecError, PositionMask, flex_positions, mask_mod,
+                                           parse_mask, real_positions, seeded, write_mask_file)
 
 FIXED = ["identity", "prev-1", "next-2", "band-2", "local-3", "global", "global-2", "axis-0.3-1",
          "diagonal-0.2", "no-diag", "logsparse", "strided-3", "fixed-4-1", "star", "random-2", "random-drop",
@@ -36,7 +34,7 @@ def mask_file(tmp_path_factory):
     masks = {f"0.{h}": {"matrix": torch.rand(FILE_LEN, FILE_LEN, generator=gen) < 0.1, "ends": h == 0}
              for h in range(2)}
     path = tmp_path_factory.mktemp("flex") / "masks.pt"
-    torch.save({"format": MASK_FILE_FORMAT, "masks": masks}, path)
+    write_mask_file(path, masks)
     return str(path)
 
 
@@ -60,14 +58,11 @@ def compare(tokens, mode, padding, path, groups=None):
                           mask_file=path)  # O(1) scores and outputs
     x, pad = batch(padding, embed_dim)
     T, B, _ = x.shape
-    H, G, dh = attn.num_heads, attn.num_groups, attn.head_dim
+    H, dh = attn.num_heads, attn.head_dim
     with torch.no_grad():
-        q, k, v = attn._in_proj(x)  # reshaped as in LocalMultiheadAttention.forward
-        q = q.view(T, B, G, dh).permute(1, 2, 0, 3)
-        k = k.view(T, B, G, dh).permute(1, 2, 0, 3)
-        v = v.view(T, B, H, dh).permute(1, 2, 0, 3)
+        q, k, v = attn.project(x)
         ref = attn.attention_probs(q, k, attn.fixed_mask(T, pad, q.device), None, pad) @ v
-        out = flex_attention_heads(q, k, v, attn.fixed_masks, attn.head_to_group, pad, mode, attn.scaling)
+        out = flex_attention_heads(q, k, v, attn.plan.fixed_masks, attn.head_to_group, pad, mode, attn.scaling)
     assert out.shape == ref.shape == (B, H, T, dh)
     assert torch.isfinite(out).all()
     return dict(zip(tokens, (out - ref).abs().amax((0, 2, 3)).tolist()))
@@ -90,9 +85,18 @@ def test_mask_mod_equals_dense(token, mask_file):
 @pytest.mark.parametrize("token", ["random-2", "random-drop", "longformer-2-2", "bigbird-1-2-2"])
 def test_seeded_kinds_from_the_every_length_table(token, monkeypatch):
     """Off the CPU seeded kinds index their every-length table by n (no host
-    read of the lengths): the same masks."""
-    monkeypatch.setattr(flex, "_HOST_READS_ARE_FREE", ())
-    test_mask_mod_equals_dense(token, None)
+    read of the lengths): the masks of the CPU's host path."""
+    mask = parse_mask(token)
+    for lengths, left in [([37, 20, 1], True), ([37, 20, 1], False), ([37, 37], False)]:
+        B, T = len(lengths), max(lengths)
+        pos = real_positions(padding_mask(lengths, left), T)
+        n = pos.amax(-1) + 1
+        want = mask.dense(pos, pos)  # the CPU: each sentence's own matrix, by its length
+        with monkeypatch.context() as m:
+            m.setattr(seeded, "HOST_READS_ARE_FREE", ())
+            got = create_mask(mask_mod(mask, pos, n), B, 1, T, T, device="cpu")[:, 0]
+            assert torch.equal(mask.dense(pos, pos), want), (lengths, left)  # the dense path, from the table
+        assert torch.equal(got, want), (lengths, left)
 
 
 def test_file_mask_shorter_than_the_batch(mask_file):
@@ -178,36 +182,35 @@ def test_positions_follow_the_dense_path():
 
 
 @dataclass(frozen=True)
-class EvenKeys(HeadMask):
-    """A kind with no FlexAttention rule until one is registered."""
+class EvenKeys(PositionMask):
+    """A kind given by its rule alone: keys at even positions."""
 
-    @property
-    def relative(self) -> bool:
-        return True
-
-    def dense(self, pos_q, pos_k):
-        return (pos_k.unsqueeze(-2) % 2 == 0).expand(pos_q.shape + pos_k.shape[-1:])
+    def allows(self, i, j, n):
+        return j % 2 == 0
 
     def __str__(self) -> str:
         return "even-keys"
 
 
-def test_unknown_and_learned_kinds_are_refused_and_rules_can_be_added():
-    import fairseq_local.attention.learned  # noqa: F401  (registers dam-u, dam-s, aaa)
+@dataclass(frozen=True)
+class NoRule(HeadMask):
+    def __str__(self) -> str:
+        return "no-rule"
 
-    pos, n = torch.arange(4)[None], torch.tensor([4])
-    with pytest.raises(NotImplementedError, match="no FlexAttention rule for mask 'even-keys'.*register_flex_mask"):
-        mask_mod(EvenKeys(), pos, n)
+
+def test_a_kinds_rule_is_its_mask_mod_and_learned_kinds_are_refused():
+    pad = padding_mask([5, 3], left_pad=True)
+    pos = real_positions(pad, 5)
+    n = pos.amax(-1) + 1
+    got = create_mask(mask_mod(EvenKeys(), pos, n), 2, 1, 5, 5, device="cpu")[:, 0]
+    even = torch.tensor([[1, 0, 1, 0, 1]] * 5, dtype=torch.bool)
+    assert torch.equal(got[0], even) and torch.equal(got, EvenKeys().dense(pos, pos))
+    assert torch.equal(got[1, 2:, 2:], even[:3, :3]) and not got[1, :2].any() and not got[1, :, :2].any()
+    for build in (lambda: NoRule().dense(pos, pos), lambda: create_mask(mask_mod(NoRule(), pos, n), 2, 1, 5, 5)):
+        with pytest.raises(NotImplementedError, match="^NoRule has no rule: define allows"):
+            build()
     with pytest.raises(NotImplementedError, match="learned"):
         mask_mod(parse_mask("dam-u"), pos, n)
-    register_flex_mask(EvenKeys)(lambda m, pos, n: lambda b, h, q, kv: pos[b, kv] % 2 == 0)
-    try:
-        got = create_mask(mask_mod(EvenKeys(), pos, n), 1, 1, 4, 4, device="cpu")[0, 0]
-        assert torch.equal(got, EvenKeys().dense(pos[0], pos[0]))
-        with pytest.raises(ValueError, match="already registered"):
-            register_flex_mask(EvenKeys)(lambda m, pos, n: None)
-    finally:
-        del flex._RULES[EvenKeys]
 
 
 def test_availability_and_bad_arguments():

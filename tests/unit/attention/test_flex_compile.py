@@ -15,8 +15,9 @@ from torch._dynamo.testing import CompileCounter
 
 from helpers import make_attention, padding_mask
 from fairseq_local.attention import flex
-from fairseq_local.attention.flex import flex_attention_heads, flex_block_masks, flex_lse
-from fairseq_local.attention.masks import MASK_FILE_FORMAT, FileMask, parse_mask
+from fairseq_local.attention.context import attention_context, current
+from fairseq_local.attention.flex import flex_attention_heads, flex_lse
+from fairseq_local.attention.masks import MASK_FILE_FORMAT, FileMask, parse_mask, seeded
 
 FILE_LEN = 300
 LAYOUTS = [["band-2", "star", "random-2", "local-1+global-1", "file-0.0"],  # every rule, tied below
@@ -90,12 +91,12 @@ def test_one_compilation_per_layout(mode, counter, mask_file):
     for B, T, pad in batches(20):
         for attn in layers:
             q, k, v = qkv(B, attn.num_groups, attn.num_heads, T)
-            out = flex_attention_heads(q, k, v, attn.fixed_masks, attn.head_to_group, pad, mode, attn.scaling)
+            out = flex_attention_heads(q, k, v, attn.plan.fixed_masks, attn.head_to_group, pad, mode, attn.scaling)
             assert torch.allclose(out, dense(attn, q, k, v, pad), atol=1e-5), (B, T)
     with torch.no_grad():
         for attn in layers:
             q, k, v = qkv(B, attn.num_groups, attn.num_heads, T)
-            flex_attention_heads(q, k, v, attn.fixed_masks, attn.head_to_group, pad, mode, attn.scaling)
+            flex_attention_heads(q, k, v, attn.plan.fixed_masks, attn.head_to_group, pad, mode, attn.scaling)
     lse_kernels = len({attn.num_groups for attn in layers}) if mode == "post" else 0
     assert counter.frame_count == len(layers) + lse_kernels
 
@@ -107,7 +108,7 @@ def test_training_and_validation_share_one_compilation(mode, counter, cpu_backwa
     gradient included (post)."""
     tokens = ["band-1", "band-2", "star", "global"]
     attn = make_attention(tokens, groups=[0, 0, 1, 2], mode=mode, embed_dim=16, std=0.25)
-    masks, groups, H, G, dh = attn.fixed_masks, attn.head_to_group, 4, 3, 4
+    masks, groups, H, G, dh = attn.plan.fixed_masks, attn.head_to_group, 4, 3, 4
     for B, T, pad in batches(6, seed=1):
         q, k, v = qkv(B, G, H, T, dh, grad=True)
         w = torch.randn(B, H, T, dh)
@@ -125,8 +126,8 @@ def test_training_and_validation_share_one_compilation(mode, counter, cpu_backwa
 
 
 def test_one_block_mask_per_mask_set_per_forward(monkeypatch):
-    """Two layers with equal masks share one BlockMask within flex_block_masks()
-    (post: and one all-real-keys mask); outside it, each layer builds its own."""
+    """Two layers with equal masks share one BlockMask within a forward pass's
+    memo (post: and one all-real-keys mask); without one, each layer builds its own."""
     calls = []
     create = flex.create_block_mask
     monkeypatch.setattr(flex, "create_block_mask", lambda *a, **kw: calls.append(a[1:]) or create(*a, **kw))
@@ -143,14 +144,14 @@ def test_one_block_mask_per_mask_set_per_forward(monkeypatch):
             forward(mode)
             assert len(calls) == 2 * per_forward
             calls.clear()
-            with flex_block_masks():
+            with attention_context(memo=True):
                 forward(mode)
                 assert len(calls) == per_forward
                 forward(mode, pad.clone())  # another padding tensor: built again
                 assert len(calls) == 2 * per_forward
                 flex_lse(q, k, pad, 0.5)  # the all-real-keys mask, shared
                 assert len(calls) == 2 * per_forward + (mode == "pre")
-            assert flex._BLOCK_MASKS.get() is None
+            assert current().memo is None
 
 
 @pytest.mark.parametrize("tokens", [["band-2", "star", "local-1+global-1", "fixed-4-1"], ["file-0.0"],
@@ -159,7 +160,7 @@ def test_forward_reads_nothing_back_to_the_host(tokens, mask_file, counter, monk
     """No .item(), .tolist() or Python bool/int/float of a tensor in a compiled
     forward (each stalls a GPU stream), nor a recompilation for new lengths.
     Seeded kinds take their every-length table as off the CPU."""
-    monkeypatch.setattr(flex, "_HOST_READS_ARE_FREE", ())
+    monkeypatch.setattr(seeded, "HOST_READS_ARE_FREE", ())
     masks = masks_of(tokens, mask_file)
     H = len(masks)
 

@@ -1,7 +1,6 @@
 """Learned masks (DAM_u, DAM_s, Adaptive Axis Attention) and head gates at
 module level: parsing, structure, the estimators, evaluation, presets."""
 
-import contextlib
 import math
 from types import SimpleNamespace
 
@@ -18,7 +17,7 @@ from fairseq_local.attention.gates import HeadGates
 from fairseq_local.attention.layout import LayoutError, format_layout, parse_layout
 from fairseq_local.attention.learned import AxisAdaptiveSpec, DamMask, DamSpec, TauSchedule, gumbel_sigmoid
 from fairseq_local.attention.masks import FileMask, MaskSpecError, parse_mask
-from fairseq_local.attention.penalties import recording
+from fairseq_local.attention.context import attention_context
 
 D, H = 16, 4
 SMALL = {"encoder_embed_dim": 32, "encoder_ffn_embed_dim": 64, "dropout": 0.0, "dam_max_len": 24}
@@ -173,9 +172,7 @@ def test_tau_schedules():
 
 def scores_and_values(attn, x):
     """(B, H, T, T) scaled scores of an untied attention, and v (B, H, T, dh)."""
-    q, k, v = attn._in_proj(x)
-    T, B = x.shape[:2]
-    q, k, v = (t.view(T, B, H, D // H).permute(1, 2, 0, 3) for t in (q, k, v))
+    q, k, v = attn.project(x)
     return q @ k.transpose(-1, -2) * attn.scaling, v
 
 
@@ -185,9 +182,9 @@ def test_dam_pre_mode_is_additive_before_softmax_and_post_is_eq4(mode):
     x, _ = padded([6], left_pad=True)
     for d in attn.dam:
         d.resample()
-    with recording() as records:
+    with attention_context(records=True) as ctx:
         _, w = attn(x, need_head_weights=True)
-    m = records[0].learned[0]  # (2, T, T): the DAM heads' M, exactly 0/1
+    m = ctx.records[0].learned[0]  # (2, T, T): the DAM heads' M, exactly 0/1
     assert set(m.unique().tolist()) <= {0.0, 1.0}
     s, _ = scores_and_values(attn, x)
     for h in (0, 1):
@@ -202,9 +199,9 @@ def test_dam_paper_literal_soft_mask_after_softmax():
     attn = make_attention(["dam-s", "dam-u", "global", "global"], mode="post", embed_dim=D,
                           dam_estimator="soft").train()
     x, _ = padded([5], left_pad=True)
-    with recording() as records:
+    with attention_context(records=True) as ctx:
         _, w = attn(x, need_head_weights=True)
-    m = records[0].learned[0]
+    m = ctx.records[0].learned[0]
     inner = m[0, 1:-1, 1:-1]
     assert ((inner > 0) & (inner < 1)).all()  # soft values (Eq. 3)
     s, _ = scores_and_values(attn, x)
@@ -241,9 +238,9 @@ def test_aaa_train_and_eval_outputs_are_equal_far_from_zero(mode):
 def test_aaa_indicators_are_straight_through_and_the_fc_layer_learns():
     attn = make_attention(["aaa", "aaa", "global", "global"], embed_dim=D).train()
     x, pad = padded([7, 5], left_pad=False)
-    with recording() as records:
+    with attention_context(records=True) as ctx:
         y, _ = attn(x, key_padding_mask=pad)
-    assert set(records[0].indicators.unique().tolist()) <= {0.0, 1.0}
+    assert set(ctx.records[0].indicators.unique().tolist()) <= {0.0, 1.0}
     y.pow(2).sum().backward()  # the task loss alone reaches the FC layer
     assert attn.axis.fc.weight.grad.abs().sum() > 0
 
@@ -254,12 +251,12 @@ def test_aaa_pattern_in_evaluation_is_axis_or_local():
     x, _ = padded([n], left_pad=True)
     ind = (attn.axis.fc(x)[:, 0] > 0).T  # (2, n): rows, columns
     assert ind[0].any() and not ind[0].all() and ind[1].any() and not ind[1].all()
-    with recording() as records:
+    with attention_context(records=True) as ctx:
         _, w = attn(x, need_head_weights=True)
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
     for h, window in [(0, 2), (1, 0)]:
         allowed = ind[0][:, None] | ind[1][None, :] | ((i - j).abs() <= window)
-        assert torch.equal(records[0].learned[0, h] > 0.5, allowed)
+        assert torch.equal(ctx.records[0].learned[0, h] > 0.5, allowed)
         assert not w[h, 0][~allowed].any() and w[h, 0].sum(-1).allclose(torch.ones(n))
 
 
@@ -332,85 +329,3 @@ def test_voita_gate_setting_is_the_default_of_the_gate_arch():
 def test_bad_attention_options_are_one_line_errors(option, message):
     with pytest.raises(OptionError, match=message):
         build_encoder("transformer_head_gates", dict(SMALL, **option))
-
-
-# ---------------------------------------------------------------- encoder
-
-
-def test_dam_alpha_shared_by_layers_unless_per_layer():
-    enc = build_encoder("transformer_dam_s", dict(SMALL))
-    assert enc.layers[0].self_attn.dam[3] is enc.layers[5].self_attn.dam[3]
-    assert enc.layers[0].self_attn.dam[3] is not enc.layers[0].self_attn.dam[4]
-    assert sum(p.numel() for n, p in enc.named_parameters() if n.endswith("alpha")) == 8 * 24
-    per_layer = build_encoder("transformer_dam_s", dict(SMALL, dam_per_layer=True))
-    assert per_layer.layers[0].self_attn.dam[3] is not per_layer.layers[5].self_attn.dam[3]
-    assert sum(p.numel() for n, p in per_layer.named_parameters() if n.endswith("alpha")) == 6 * 8 * 24
-
-
-def test_one_noise_sample_per_update_for_shared_alpha():
-    enc = build_encoder("transformer_local", dict(SMALL, attn_layout="[dam-u*8]*6")).train()
-    tokens = torch.tensor([[5, 6, 7, 2]])
-    enc(tokens, torch.tensor([4]))
-    noise = enc.layers[0].self_attn.dam[0].noise
-    assert noise is enc.layers[3].self_attn.dam[0].noise  # the same draw in every layer
-    enc(tokens, torch.tensor([4]))
-    assert not torch.equal(noise, enc.layers[0].self_attn.dam[0].noise)  # a new draw per forward
-
-
-def test_tau_and_update_count_follow_set_num_updates():
-    enc = build_encoder("transformer_aaa", dict(SMALL, tau_start=1.0, tau_end=0.1, tau_anneal="linear",
-                                                tau_anneal_updates=10))
-    enc.set_num_updates(5)
-    assert all(a.tau == pytest.approx(0.55) and a.num_updates == 5 for a in enc.attention_modules())
-
-
-@pytest.mark.parametrize("left", [True, False])
-def test_dam_s_gathers_by_offset_as_by_position_pair(left):
-    """dam-s builds M from one value per offset (real tokens are contiguous);
-    it equals the per-pair gather M_ij = M(|pos_i − pos_j|) with the ends kept,
-    in value and in α's gradient."""
-    from fairseq_local.attention.masks import real_positions
-
-    torch.manual_seed(0)
-    dam = DamMask(True, 20, init_std=1.0).train()
-    dam.resample()
-    pos = real_positions(padding_mask([9, 4, 1, 7], left, 9), 9)
-    fast = dam.gather(pos, pos, 0.7)
-    i, j = pos.unsqueeze(-1), pos.unsqueeze(-2)
-    n = pos.amax(-1, keepdim=True).unsqueeze(-1) + 1
-    ref = dam.values(dam.index(i.clamp(min=0), j.clamp(min=0)), 0.7)
-    ends = (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
-    ref = torch.where(ends, torch.ones_like(ref), ref) * ((i >= 0) & (j >= 0))
-    assert torch.equal(fast, ref)
-    g = torch.randn_like(ref)
-    torch.testing.assert_close(torch.autograd.grad(fast, dam.alpha, g)[0], torch.autograd.grad(ref, dam.alpha, g)[0])
-
-
-@pytest.mark.parametrize("arch", ["transformer_dam_s", "transformer_dam_u"])
-def test_a_shared_dam_mask_is_gathered_once_per_forward(arch, monkeypatch):
-    """The encoder gathers each shared DAM mask once per forward pass for all
-    its layers; outputs and α gradients are those of one gather per layer."""
-    enc = build_encoder(arch, dict(SMALL, dam_init_std=1.0)).train()
-    tokens = torch.randint(4, 50, (3, 9))
-    tokens[1, :4] = 1  # left padding
-    lengths = torch.tensor([9, 5, 9])
-    calls = []
-    real = DamMask._gather
-    monkeypatch.setattr(DamMask, "_gather", lambda self, *a: calls.append(id(self)) or real(self, *a))
-
-    def run(shared: bool):
-        torch.manual_seed(4)
-        if not shared:
-            monkeypatch.setattr("fairseq_local.models.transformer.shared_masks", contextlib.nullcontext)
-        out = enc(tokens, lengths)["encoder_out"][0]
-        grads = torch.autograd.grad(out.pow(2).sum(), [d.alpha for d in enc.layers[0].self_attn.dam])
-        return out, grads
-
-    out, grads = run(True)
-    assert len(calls) == len(set(calls)) == 8  # one gather per mask, 6 layers
-    calls.clear()
-    out_each, grads_each = run(False)
-    assert len(calls) == 48
-    torch.testing.assert_close(out, out_each)
-    for a, b in zip(grads, grads_each):
-        torch.testing.assert_close(a, b)

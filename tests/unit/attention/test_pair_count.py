@@ -10,7 +10,8 @@ from helpers import make_attention, padding_mask
 from fairseq_local.models import build_encoder
 from fairseq_local.attention.learned import AxisSelector, gumbel_sigmoid
 from fairseq_local.attention.masks import parse_mask, real_positions, stack_masks
-from fairseq_local.attention.penalties import AttentionRecord, recording
+from fairseq_local.attention.context import attention_context
+from fairseq_local.attention.penalties import AttentionRecord
 
 FIXED = ["identity", "prev-2", "next-1", "band-2", "local-3", "global", "global-2", "axis-1.4-0.2",
          "diagonal-0.3", "no-diag", "logsparse", "strided-3", "fixed-4-1", "star", "random-2",
@@ -23,7 +24,7 @@ def dense_kept(rec: AttentionRecord) -> torch.Tensor:
     """(B, H): the dense reference, Σ over real pairs of every head's
     (B, H, T, T) pattern; relative masks on padded indices, the others on
     real positions, as the attention evaluates them."""
-    m, T, B = rec.module, rec.T, rec.B
+    m, T, B = rec.module.plan, rec.T, rec.B
     real = rec.real()
     pair = (real[:, :, None] & real[:, None, :]).float()  # (B, T, S)
     pos = real_positions(rec.padding_mask, T).expand(B, T)
@@ -37,7 +38,7 @@ def dense_kept(rec: AttentionRecord) -> torch.Tensor:
     learned += [AxisSelector.pattern(rec.indicators, loc.dense(pos, pos)) for loc in m.aaa_local]
     if learned:
         sums = (torch.stack(learned, 1) * pair[:, None]).sum((-1, -2))
-        kept = kept.index_copy(1, m.learned_index, sums)
+        kept = kept.index_copy(1, torch.tensor(m.learned_heads), sums)
     return kept
 
 
@@ -65,13 +66,13 @@ def test_kept_equals_the_dense_sum(tokens, left_pad):
     lengths = [3, 9, 1, 12, 9, 6]
     torch.manual_seed(1)
     x = torch.randn(12, len(lengths), attn.embed_dim)
-    with recording() as records:
+    with attention_context(records=True) as ctx:
         attn(x, key_padding_mask=padding_mask(lengths, left_pad))
-    rec = records[0]
+    rec = ctx.records[0]
     kept, expected = rec.kept(rec.real()), dense_kept(rec)
     assert kept.shape == (len(lengths), len(tokens)) and kept.dtype == torch.float32
     assert torch.equal(kept, expected)
-    learned = list(attn.learned_heads)
+    learned = list(attn.plan.learned_heads)
     weights = torch.randn(len(lengths), len(learned))
     params = [p for p in attn.parameters() if p.requires_grad]
     got = torch.autograd.grad((kept[:, learned] * weights).sum(), params, allow_unused=True, retain_graph=True)
@@ -127,8 +128,8 @@ def test_rho_per_layer_equals_the_dense_formula():
     for layer, rec in enumerate(records, start=1):
         rho = 1 - dense_kept(rec) / n2  # Adaptive Axis Attention, Eq. 9
         assert terms.log[f"rho_l{layer}_sum"] == pytest.approx(float(rho.sum()), abs=1e-5)
-        aaa = aaa + rho[:, list(rec.module.aaa_heads)].sum()
-        dam = dam + (1 - rho[:, list(rec.module.dam_heads)]).sum()
+        aaa = aaa + rho[:, list(rec.module.plan.aaa_heads)].sum()
+        dam = dam + (1 - rho[:, list(rec.module.plan.dam_heads)]).sum()
     aaa, dam = aaa / (3 * len(lengths) * 3), dam / (6 * len(lengths))
     assert float(terms.aaa_rho) == pytest.approx(float(aaa), abs=1e-6)
     assert float(terms.dam) == pytest.approx(float(dam), abs=1e-6)

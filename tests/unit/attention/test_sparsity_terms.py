@@ -8,7 +8,8 @@ import fairseq_local  # noqa: F401
 from helpers import make_attention, padding_mask
 from fairseq_local.models import build_encoder
 from fairseq_local.attention.config import AttentionConfig
-from fairseq_local.attention.penalties import active_record_list, recording, sparsity_terms
+from fairseq_local.attention.context import attention_context, current
+from fairseq_local.attention.penalties import sparsity_terms
 
 D = 16
 SMALL = {"encoder_embed_dim": 32, "encoder_ffn_embed_dim": 64, "dropout": 0.0, "dam_max_len": 12}
@@ -31,14 +32,14 @@ def test_records_exist_only_inside_a_forward_pass():
     attn = make_attention(["aaa", "dam-s", "band-1", "global:gate"], embed_dim=D).train()
     x = torch.randn(5, 2, D)
     attn(x)  # outside a recording: nothing is kept anywhere
-    assert active_record_list() is None
+    assert current().records is None
     assert not any(hasattr(attn, name) for name in ("stats", "last_axis", "collect_stats"))
-    with recording() as outer:
+    with attention_context(records=True) as outer:
         attn(x)
-        with recording() as inner:
+        with attention_context(records=True) as inner:
             attn(x)
         attn(x)
-    assert len(outer) == 2 and len(inner) == 1 and active_record_list() is None
+    assert len(outer.records) == 2 and len(inner.records) == 1 and current().records is None
 
 
 def test_eq9_and_the_footnote_for_local_2():
@@ -48,9 +49,9 @@ def test_eq9_and_the_footnote_for_local_2():
     lengths = [3, 5, 9, 12]
     torch.manual_seed(0)
     x, pad = torch.randn(12, 4, D), padding_mask(lengths, left_pad=True)
-    with recording() as records:
+    with attention_context(records=True) as ctx:
         attn(x, key_padding_mask=pad)
-    terms = sparsity_terms(AttentionConfig(), [attn], records)
+    terms = sparsity_terms(AttentionConfig(), [attn], ctx.records)
     local2 = [1 - 5 / n + 6 / n**2 for n in lengths]  # Adaptive Axis Attention, footnote 5
     band1 = [1 - (3 * n - 2) / n**2 for n in lengths]
     assert float(terms.aaa_rho) == pytest.approx(sum(local2) / 4, abs=1e-6)

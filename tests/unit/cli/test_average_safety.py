@@ -85,7 +85,7 @@ def test_a_rerun_replaces_its_own_output_and_other_files_need_force(run_dir, tmp
 
 
 @pytest.mark.parametrize("bad, message", [
-    ("truncated", "cannot read checkpoint"),
+    ("truncated", "checkpoint_1_40.pt' is not a fairseq checkpoint (truncated, or not a torch file"),
     ("other_model", "not the same model"),
     ("other_shape", "not the same model"),
     ("folder", "is a folder, not a checkpoint"),

@@ -232,8 +232,8 @@ def test_missing_and_wrong_checkpoints_are_one_line_errors(tmp_path, stock_file,
     assert "already a roberta_local checkpoint" in err
     # not a checkpoint at all
     (tmp_path / "junk.pt").write_text("not a checkpoint\n")
-    assert "cannot read checkpoint" in one_line_error(capsys, [str(tmp_path / "junk.pt"), out, "--arch",
-                                                               "roberta_local_base"])
+    assert f"'{tmp_path / 'junk.pt'}' is not a fairseq checkpoint (truncated, or not a torch file" in one_line_error(
+        capsys, [str(tmp_path / "junk.pt"), out, "--arch", "roberta_local_base"])
     one_line_error(capsys, [str(path), out, "--arch", "transformer_local_baseline"])
     one_line_error(capsys, [str(path), out, "--arch", "roberta_local_base", "--tie-init", "median"])
     one_line_error(capsys, [str(path), str(tmp_path / "no" / "out.pt"), "--arch", "roberta_local_base"])

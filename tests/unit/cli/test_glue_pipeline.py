@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fairseq_local.data import glue, glue_fake
+from fairseq_local_data import glue, glue_fake
 from helpers import USER_DIR, run
 
 TINY = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fairseq_local.data import glue, glue_fake
+from fairseq_local_data import glue, glue_fake
 from helpers.probes import bad_outputs, digest, one_line_error, run_command
 
 ROOT = Path(__file__).resolve().parents[3]

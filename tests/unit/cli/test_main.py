@@ -4,6 +4,7 @@ Each subprocess imports fairseq (a few seconds), so most checks run the same
 ``main`` in this process, and a few run the installed console script and
 ``python -m`` to check that they are wired to it."""
 
+import importlib
 import re
 import runpy
 import sys
@@ -14,15 +15,18 @@ import pytest
 from helpers import run
 from fairseq_local.cli.common import COMMANDS
 from fairseq_local.cli.main import main
+from fairseq_local.errors import InputError
+from fairseq_local_data.glue import GlueError
 
 # Each command's options, as its --help must list them.
 OPTIONS = {
-    "configs": ["--resolve KEY [KEY ...]"],
+    "configs": ["--resolve KEY [KEY ...]", "--arch KEY [KEY ...]", "--preset {tiny,demo,base}", "--roberta"],
     "sparsity": ["PATTERN", "--n N", "--seeds S"],
     "export": ["checkpoint", "--out FILE", "--png FILE", "--prune PCT", "--prune-random SEED", "--n N"],
     "gates": ["checkpoint"],
     "results": ["RUNS_DIR", "--runs NAME [NAME ...]", "--csv FILE", "--markdown FILE"],
     "tables": ["--runs-root DIR", "--markdown FILE", "--csv FILE", "--bert", "--tasks TASK [TASK ...]"],
+    "inspect": ["CKPT", "--field NAME", "--json", "--bpe-model PATH", "--machine"],
     "average": ["RUN_DIR", "--num N", "--output FILE"],
     "convert-roberta": ["IN.pt", "OUT.pt", "--arch ARCH", "--tie-init {first,mean}", "--attn-layout ATTN_LAYOUT"],
     "glue": ["evaluate", "table"],
@@ -60,7 +64,7 @@ def in_process_help(capsys, argv, module=None):
 
 
 def test_commands_are_the_documented_ones():
-    assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "average",
+    assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "inspect", "average",
                               "convert-roberta", "glue", "attention", "analyze", "benchmark"]
     assert set(OPTIONS) == set(COMMANDS)
 
@@ -118,11 +122,11 @@ def test_unknown_command_is_one_line():
     assert r.returncode == 2 and r.stdout == ""
     assert error_lines(r.stderr) == [
         "error: unknown command 'frobnicate' (commands: configs, sparsity, export, gates, results, tables, "
-        "average, convert-roberta, glue, attention, analyze, benchmark; see fairseq-local --help)"]
+        "inspect, average, convert-roberta, glue, attention, analyze, benchmark; see fairseq-local --help)"]
 
 
 @pytest.mark.parametrize("argv, message", [
-    ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, average, "
+    ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, inspect, average, "
          "convert-roberta, glue, attention, analyze, benchmark"),
     (["expotr"], "error: unknown command 'expotr' (did you mean 'export'? "),
     (["--frob"], "error: unknown option '--frob'"),
@@ -144,6 +148,39 @@ def test_bad_input_is_one_error_line(argv, message, capsys):
     captured = capsys.readouterr()
     assert status == 2 and captured.out == ""
     assert captured.err.startswith(message) and captured.err.count("\n") == 1, captured.err
+
+
+def raising(exc):
+    def command_main(argv):
+        raise exc
+    return command_main
+
+
+@pytest.mark.parametrize("exc, line", [
+    (GlueError("missing RTE/dev.tsv in GLUE folder 'g'"), "error: missing RTE/dev.tsv in GLUE folder 'g'\n"),
+    (Exception("Cannot load model parameters from checkpoint x.pt"), None),  # with an InputError behind it
+    (FileNotFoundError(2, "No such file or directory", "x.pt"), "error: cannot access 'x.pt': No such file or directory\n"),
+])
+def test_a_commands_one_line_errors_exit_1(exc, line, monkeypatch, capsys):
+    """Any OneLineError (the data tools' too), also behind fairseq's bare
+    Exception, and file errors: one line, status 1."""
+    if line is None:
+        exc.__cause__, line = InputError("'x.pt' is a mask file, not a fairseq checkpoint"), \
+            "error: 'x.pt' is a mask file, not a fairseq checkpoint\n"
+    monkeypatch.setattr(importlib.import_module("fairseq_local.cli.configs"), "main", raising(exc))
+    assert main(["configs"]) == 1
+    assert capsys.readouterr() == ("", line)
+
+
+def test_a_commands_other_errors_are_not_hidden(monkeypatch):
+    monkeypatch.setattr(importlib.import_module("fairseq_local.cli.configs"), "main", raising(ValueError("a bug")))
+    with pytest.raises(ValueError, match="a bug"):
+        main(["configs"])
+    wrapped = RuntimeError("a real error")
+    wrapped.__cause__ = InputError("bad input")  # only fairseq's bare Exception is looked behind
+    monkeypatch.setattr(importlib.import_module("fairseq_local.cli.configs"), "main", raising(wrapped))
+    with pytest.raises(RuntimeError, match="a real error"):
+        main(["configs"])
 
 
 def test_version(capsys):

@@ -21,7 +21,7 @@ from fairseq_local.attention import DamMask
 from helpers.probes import bad_outputs, digest, one_line_error, run_command
 
 # Commands that print and write no file.
-NO_OUTPUT = {"configs", "sparsity", "gates"}
+NO_OUTPUT = {"configs", "sparsity", "gates", "inspect"}
 
 
 class Case(NamedTuple):

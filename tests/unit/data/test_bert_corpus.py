@@ -7,7 +7,7 @@ import zipfile
 
 import pytest
 
-from fairseq_local.data.bert_corpus import (
+from fairseq_local_data.bert_corpus import (
     CorpusError, book_members, build_splits, check_wiki_dump, dedup, doc_key, document_sentences,
     holdout, read_docs, read_gutenberg_zip, read_wikiextractor, split_sentences, strip_gutenberg, write_docs,
 )

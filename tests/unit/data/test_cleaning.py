@@ -1,15 +1,14 @@
-"""Unit tests of fairseq_local/data/cleaning.py on small hand-made inputs:
+"""Unit tests of fairseq_local_data/cleaning.py on small hand-made inputs:
 line counting, SGML segments, Moses tokenisation, clean-corpus-n filtering and
-the summary. (tests/data/test_wmt.py runs them through wmt.py's command line.)"""
+the summary. (tests/unit/data/test_wmt.py runs them through wmt.py's command line.)"""
 
 import struct
 
 import pytest
 
-from helpers.wmt import CLEAN_STATS, SUMMARY, _load, prepared, two_corpora, write_corpus, write_idx  # noqa: F401
-
-cleaning = _load("cleaning")
-WmtError = cleaning.WmtError
+from fairseq_local_data import cleaning
+from fairseq_local_data.cleaning import WmtError
+from helpers.wmt import CLEAN_STATS, SUMMARY, prepared, two_corpora, write_corpus, write_idx  # noqa: F401
 
 
 def w(n: int, word: str = "w") -> str:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from fairseq_local.data import glue, glue_fake
+from fairseq_local_data import glue, glue_fake
 from helpers import ENV, ROOT
 
 # The official files and headers (GLUE download script; fairseq's
@@ -86,16 +86,16 @@ def test_fake_labels_follow_from_the_text(fake):
 
 def test_fake_is_deterministic_and_has_its_commands(tmp_path, fake):
     glue_fake.make_fake_glue(str(tmp_path / "api"), ["RTE"], rows=50, eval_rows=20)
-    # the demo's command, and the module run as a file
-    for out, cmd in (("m", ["-m", "fairseq_local.data.glue", "fake"]), ("f", ["fairseq_local/data/glue_fake.py"])):
+    # the demo's command, and the stand-in's own module
+    for out, cmd in (("m", ["-m", "fairseq_local_data.glue", "fake"]), ("f", ["-m", "fairseq_local_data.glue_fake"])):
         r = subprocess.run([sys.executable, *cmd, "--out", str(tmp_path / out), "--tasks", "RTE", "--rows", "50"],
                            cwd=ROOT, env=ENV, capture_output=True, text=True)
         assert r.returncode == 0 and r.stdout == "RTE train=50 dev=20 test=20\n", r.stderr
     for out in ("api", "m", "f"):
         for split in ("train", "dev", "test"):
             assert lines(tmp_path / out / "RTE" / f"{split}.tsv") == lines(fake / "RTE" / f"{split}.tsv"), (out, split)
-    r = subprocess.run([sys.executable, "fairseq_local/data/glue.py", "fake", "--out", str(tmp_path / "x"), "--rows", "0"],
-                       cwd=ROOT, env=ENV, capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "fairseq_local_data.glue", "fake", "--out", str(tmp_path / "x"),
+                        "--rows", "0"], cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr == "error: --rows and --eval-rows must be positive\n"
 
 
@@ -133,7 +133,7 @@ def test_missing_task_folder_or_file_is_a_one_line_error(tmp_path, fake):
     (tmp_path / "RTE" / "train.tsv").write_text("index\tsentence1\tsentence2\tlabel\n")
     with pytest.raises(glue.GlueError, match="missing RTE/dev.tsv"):
         glue.check(str(tmp_path), ["RTE"])
-    r = subprocess.run([sys.executable, "fairseq_local/data/glue.py", "check", "--glue-dir", str(tmp_path),
+    r = subprocess.run([sys.executable, "-m", "fairseq_local_data.glue", "check", "--glue-dir", str(tmp_path),
                         "--tasks", "SST-2"], cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert r.returncode == 1 and r.stderr.strip().splitlines()[-1].startswith("error: ")
     assert "no task folder 'SST-2'" in r.stderr
@@ -192,7 +192,7 @@ GLUE_TEXT = ["He said the foodservice pie business doesn 't fit the company 's l
 def test_gpt2_bpe_is_fairseqs_gpt2bpe(tmp_path):
     """--bpe gpt2 gives the ids of fairseq's GPT2BPE (what RoBERTa's hub
     interface encodes with), through the API and through the encode command
-    as prepare-glue.sh runs it (a plain file, default folder data-bin/gpt2-bpe)."""
+    as prepare-glue.sh runs it (python -m, the folder given with --bpe-model)."""
     from fairseq.data.encoders.gpt2_bpe import GPT2BPE, GPT2BPEConfig
 
     ref = GPT2BPE(GPT2BPEConfig(gpt2_encoder_json=str(GPT2_DIR / "encoder.json"),
@@ -203,9 +203,9 @@ def test_gpt2_bpe_is_fairseqs_gpt2bpe(tmp_path):
     assert [enc(x) for x in GLUE_TEXT] == want
     assert ref.decode(want[3]) == GLUE_TEXT[3].strip()
     (tmp_path / "in").write_text("\n".join(GLUE_TEXT) + "\n", encoding="utf-8")
-    r = subprocess.run([sys.executable, "fairseq_local/data/glue.py", "encode", "--bpe", "gpt2", "--inputs",
-                        str(tmp_path / "in"), "--outputs", str(tmp_path / "out")], cwd=ROOT, env=ENV,
-                       capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "fairseq_local_data.glue", "encode", "--bpe", "gpt2", "--bpe-model",
+                        str(GPT2_DIR), "--inputs", str(tmp_path / "in"), "--outputs", str(tmp_path / "out")],
+                       cwd=ROOT, env=ENV, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert lines(tmp_path / "out") == want
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_local.data.bert_corpus import (
+from fairseq_local_data.bert_corpus import (
     book_members, check_wiki_dump, document_sentences, read_gutenberg_zip, read_wikiextractor,
 )
-from fairseq_local.data.standins import BOOKS_NAME, WIKI_NAME, StandinConfig, generate
+from fairseq_local_data.standins import BOOKS_NAME, WIKI_NAME, StandinConfig, generate
 
 NS = "{http://www.mediawiki.org/xml/export-0.10/}"
 SMALL = StandinConfig(articles=12, duplicates=2, redirects=3, books=3, chapters=2, paragraphs=2)

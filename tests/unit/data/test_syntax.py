@@ -1,14 +1,12 @@
-"""Unit tests of fairseq_local/data/syntax.py: CoNLL-U and text readers, the
+"""Unit tests of fairseq_local_data/syntax.py: CoNLL-U and text readers, the
 CoNLL-U writer and their one-line errors."""
 
 import os
 
 import pytest
 
-from helpers.synthetic import _load
-
-syntax = _load("syntax")
-Sentence, SyntaxFileError = syntax.Sentence, syntax.SyntaxFileError
+from fairseq_local_data import syntax
+from fairseq_local_data.syntax import Sentence, SyntaxFileError
 
 
 def conllu_text(*rows: str) -> str:

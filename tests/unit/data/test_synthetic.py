@@ -1,6 +1,7 @@
-"""Unit tests of fairseq_local/data/synthetic.py: determinism, the split and
-lexicon guarantees of its docstring and the command line. (The documented
-grammar is checked in tests/unit/data/test_synthetic_grammar.py.)"""
+"""Unit tests of fairseq_local_data/synthetic.py and the lexicon of
+fairseq_local_data/language.py: determinism, the split and lexicon guarantees
+of their docstrings and the command line. (The documented grammar is checked
+in tests/unit/data/test_synthetic_grammar.py.)"""
 
 import collections
 import os
@@ -12,6 +13,7 @@ import sys
 import pytest
 
 from helpers import ENV, ROOT, run
+from fairseq_local_data import language
 from helpers.synthetic import SMALL, SPLITS, generate, read, syn
 
 
@@ -38,8 +40,8 @@ def test_script_output_does_not_depend_on_the_process_or_hash_seed(tmp_path):
     args = [f"--{k}={v}" for k, v in SMALL.items()] + ["--seed=3"]
     for hash_seed in ("1", "2"):
         out = tmp_path / f"script{hash_seed}"
-        r = subprocess.run([sys.executable, "fairseq_local/data/synthetic.py", "--out-dir", str(out), *args], cwd=ROOT,
-                           capture_output=True, text=True, env={**ENV, "PYTHONHASHSEED": hash_seed})
+        r = subprocess.run([sys.executable, "-m", "fairseq_local_data.synthetic", "--out-dir", str(out), *args],
+                           cwd=ROOT, capture_output=True, text=True, env={**ENV, "PYTHONHASHSEED": hash_seed})
         assert r.returncode == 0, r.stderr
         assert r.stdout == f"train=300 valid=40 test=40 pairs written to {out}\n"
         for p in here.iterdir():
@@ -63,11 +65,11 @@ def _lexicon_words(lex):
 def test_lexicon_depends_only_on_the_seed_and_lexicon_sizes():
     base = syn.SyntheticConfig(**SMALL)
     same = syn.SyntheticConfig(**{**SMALL, "train": 7, "valid": 0, "test": 3, "min_len": 2, "max_len": 9, "zipf": 2.0})
-    assert _lexicon_words(syn._Lexicon(base)) == _lexicon_words(syn._Lexicon(same))
-    other_seed = syn._Lexicon(syn.SyntheticConfig(**{**SMALL, "seed": 2}))
-    assert _lexicon_words(other_seed) != _lexicon_words(syn._Lexicon(base))
-    more_nouns = syn._Lexicon(syn.SyntheticConfig(**{**SMALL, "nouns": 151}))
-    assert len(more_nouns.nouns) == 151 and more_nouns.adjs != syn._Lexicon(base).adjs
+    assert _lexicon_words(language.Lexicon(base)) == _lexicon_words(language.Lexicon(same))
+    other_seed = language.Lexicon(syn.SyntheticConfig(**{**SMALL, "seed": 2}))
+    assert _lexicon_words(other_seed) != _lexicon_words(language.Lexicon(base))
+    more_nouns = language.Lexicon(syn.SyntheticConfig(**{**SMALL, "nouns": 151}))
+    assert len(more_nouns.nouns) == 151 and more_nouns.adjs != language.Lexicon(base).adjs
 
 
 # --------------------------------------------------------------------------- splits
@@ -119,17 +121,17 @@ def _syllables(phon, lo, hi):
 
 
 def test_lexicon_word_shapes_and_no_s_in_source_lemmas():
-    lex = syn._Lexicon(syn.SyntheticConfig(**SMALL))
+    lex = language.Lexicon(syn.SyntheticConfig(**SMALL))
     assert len(lex.nouns) == 150 and len(lex.adjs) == len(lex.verbs) == 40 and len(lex.dets) == 4
     assert len(lex.preps) == len(lex.advpreps) == 4  # half in NPs, half sentence adjuncts
     single = list(lex.func.values()) + list(lex.pron.values()) + lex.dets
     content = lex.nouns + lex.adjs + lex.verbs
     for words, (lo, hi) in ((single, (1, 1)), (lex.preps + lex.advpreps, (1, 2)), (content, (2, 4))):
         for s, t in words:
-            assert _syllables(syn.SRC_PHON, lo, hi).fullmatch(s), s
-            assert _syllables(syn.TGT_PHON, lo, hi).fullmatch(t), t
+            assert _syllables(language.SRC_PHON, lo, hi).fullmatch(s), s
+            assert _syllables(language.TGT_PHON, lo, hi).fullmatch(t), t
     for t in (lex.objm, lex.gen):
-        assert _syllables(syn.TGT_PHON, 1, 1).fullmatch(t)
+        assert _syllables(language.TGT_PHON, 1, 1).fullmatch(t)
     everything = single + lex.preps + lex.advpreps + content
     assert not any("s" in s for s, _ in everything)
     # all lemmas distinct within each language, so every word has one reading
@@ -140,7 +142,7 @@ def test_lexicon_word_shapes_and_no_s_in_source_lemmas():
 
 @pytest.mark.parametrize("zipf", [1.0, 0.0])
 def test_zipf_sampling(zipf):
-    lex = syn._Lexicon(syn.SyntheticConfig(**{**SMALL, "nouns": 10, "zipf": zipf}))
+    lex = language.Lexicon(syn.SyntheticConfig(**{**SMALL, "nouns": 10, "zipf": zipf}))
     rng = random.Random(0)
     counts = collections.Counter(lex.sample(rng, "nouns") for _ in range(40000))
     assert set(counts) == set(range(10))
@@ -208,10 +210,11 @@ def test_main_reports_an_unwritable_directory_and_an_impossible_request(tmp_path
 
 @pytest.mark.slow
 def test_module_help():
-    """``python -m fairseq_local.data.synthetic``, as prepare-synthetic.sh runs it."""
-    r = run([sys.executable, "-m", "fairseq_local.data.synthetic", "--help"])
+    """``python -m fairseq_local_data.synthetic``, as prepare-synthetic.sh runs it."""
+    r = run([sys.executable, "-m", "fairseq_local_data.synthetic", "--help"])
     stdout = r.stdout
-    assert stdout.startswith("usage: ") and "Generate a synthetic parallel corpus." in stdout
+    assert stdout.startswith("usage: python -m fairseq_local_data.synthetic ")
+    assert "Generate a synthetic parallel corpus." in stdout
     for option in ("--out-dir", "--seed", "--train", "--valid", "--test", "--nouns", "--adjectives", "--verbs",
                    "--preps", "--dets", "--zipf", "--min-len", "--max-len", "--src", "--tgt"):
         assert option in stdout, option

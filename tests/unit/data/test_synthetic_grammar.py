@@ -1,4 +1,4 @@
-"""Unit tests of the documented grammar of fairseq_local/data/synthetic.py,
+"""Unit tests of the documented grammar of fairseq_local_data/language.py,
 checked with an independent parser of the source language that builds the
 documented target."""
 
@@ -6,6 +6,7 @@ import collections
 
 import pytest
 
+from fairseq_local_data import language
 from helpers.synthetic import SMALL, SPLITS, generate, read, syn
 
 # The documented target morphology (module docstring).
@@ -129,7 +130,7 @@ def test_every_target_is_the_unique_translation_of_its_source(tmp_path, seed):
     """The target is a deterministic function of the source, following the
     documented grammar (the adjunct an NP without MOD), for every pair of every split."""
     out, _ = generate(tmp_path, seed=seed, train=1200, valid=150, test=150)
-    lex = syn._Lexicon(syn.SyntheticConfig(**{**SMALL, "seed": seed}))
+    lex = language.Lexicon(syn.SyntheticConfig(**{**SMALL, "seed": seed}))
     ref = Reference(lex, adjunct="np")
     for s, t in pairs(out):
         assert ref.translations(s) == [t], " ".join(s)
@@ -138,7 +139,7 @@ def test_every_target_is_the_unique_translation_of_its_source(tmp_path, seed):
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     out, _ = generate(tmp_path_factory.mktemp("corpus"), train=1500, valid=0, test=0)
-    return syn._Lexicon(syn.SyntheticConfig(**SMALL)), pairs(out)
+    return language.Lexicon(syn.SyntheticConfig(**SMALL)), pairs(out)
 
 
 def test_neg_and_q_markers_become_a_suffix_of_the_final_verb(corpus):

@@ -1,4 +1,4 @@
-"""Unit tests of the gold source trees of fairseq_local/data/synthetic.py
+"""Unit tests of the gold source trees of fairseq_local_data/synthetic.py
 (--trees): the text is unchanged, every tree is a tree over the source words,
 and each documented relation links the words the lexicon says it links."""
 
@@ -7,9 +7,8 @@ import hashlib
 
 import pytest
 
-from helpers.synthetic import SMALL, SPLITS, _load, generate, read, syn
-
-syntax = _load("syntax")
+from fairseq_local_data import language, syntax
+from helpers.synthetic import SMALL, SPLITS, generate, read, syn
 
 # sha256 of the files written for SMALL (seed 1) before the trees existed.
 TEXT_SHA256 = {
@@ -56,7 +55,7 @@ def test_one_tree_per_source_line_with_the_same_words(corpus, trees):
 
 
 def _lexicon():
-    lex = syn._Lexicon(syn.SyntheticConfig(**SMALL))
+    lex = language.Lexicon(syn.SyntheticConfig(**SMALL))
     nouns = {n for n, _ in lex.nouns}
     return lex, nouns | {n + "s" for n in nouns}, {v for v, _ in lex.verbs} | {v + "s" for v, _ in lex.verbs}
 

@@ -1,7 +1,8 @@
-"""Unit tests of fairseq_local/data/wmt.py on small hand-made inputs: archive
-extraction, bitext splitting, test-set lookup, manifests and the command line.
-(tests/data/test_cleaning.py tests SGML segments, tokenisation, cleaning and
-the summary; tests/data/test_wmt_prepare.py runs the whole pipeline.)"""
+"""Unit tests of fairseq_local_data/wmt.py on small hand-made inputs: archive
+extraction, bitext splitting, manifests and the command line.
+(tests/unit/data/test_cleaning.py tests SGML segments, tokenisation, cleaning
+and the summary; tests/unit/data/test_testsets.py the test sets;
+tests/e2e/test_wmt_prepare.py runs the whole pipeline.)"""
 
 import io
 import json
@@ -13,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from helpers import run
-from helpers.wmt import CLEAN_STATS, SUMMARY, _load, prepared, two_corpora  # noqa: F401 (fixtures)
+from fairseq_local_data import wmt
+from fairseq_local_data.cleaning import WmtError
+from helpers.wmt import CLEAN_STATS, SUMMARY, prepared, two_corpora  # noqa: F401 (fixtures)
 
-wmt = _load("wmt")
-WmtError = wmt.WmtError
-WMT_PY = "fairseq_local/data/wmt.py"
+WMT = [sys.executable, "-m", "fairseq_local_data.wmt"]
 
 
 def write_tar(path: Path, members: list, mode: str = "w:gz") -> Path:
@@ -177,67 +178,6 @@ def test_split_bitext_exact_columns_and_bad_lines(tmp_path, capsys):
     assert capsys.readouterr().err == ""
 
 
-# --------------------------------------------------------------------------- test sets
-
-
-def test_test_set_names_in_order_of_preference():
-    assert wmt.test_set_names("newstest2014", "en", "de") == [
-        ("newstest2014-ende-src.en.sgm", "newstest2014-ende-ref.de.sgm"),
-        ("newstest2014-deen-src.en.sgm", "newstest2014-deen-ref.de.sgm"),
-        ("newstest2014.en", "newstest2014.de"),
-        ("newstest2014-src.en.sgm", "newstest2014-ref.de.sgm"),
-    ]
-
-
-@pytest.mark.parametrize("present, expected", [
-    ({"newstest2014-ende-src.en.sgm", "newstest2014-ende-ref.de.sgm", "newstest2014-deen-src.en.sgm",
-      "newstest2014-deen-ref.de.sgm", "newstest2014.en", "newstest2014.de"}, "newstest2014-ende-src.en.sgm"),
-    ({"newstest2014-deen-src.en.sgm", "newstest2014-deen-ref.de.sgm", "newstest2014-deen-src.de.sgm",
-      "newstest2014-deen-ref.en.sgm", "newstest2014.en", "newstest2014.de"}, "newstest2014-deen-src.en.sgm"),
-    ({"newstest2014.en", "newstest2014.de", "newstest2014-src.en.sgm", "newstest2014-ref.de.sgm"}, "newstest2014.en"),
-    ({"newstest2014-src.en.sgm", "newstest2014-ref.de.sgm", "newstest2014-ende-src.en.sgm"},
-     "newstest2014-src.en.sgm"),  # a scheme with only one of its two files is passed over
-])
-def test_find_test_picks_the_best_complete_scheme(tmp_path, present, expected):
-    for i, name in enumerate(sorted(present)):
-        d = tmp_path / ("dev" if i % 2 else "test-full") / "deep"  # searched recursively
-        d.mkdir(parents=True, exist_ok=True)
-        (d / name).write_text(name)
-    s, t = wmt.find_test("newstest2014", "en", "de", [tmp_path])
-    assert (s.name, t.name) == (expected, dict(wmt.test_set_names("newstest2014", "en", "de"))[expected])
-    assert s.read_text() == s.name and t.read_text() == t.name
-
-
-def test_find_test_prefers_earlier_directories_for_the_same_name(tmp_path):
-    first, second = tmp_path / "b-first", tmp_path / "a-second"
-    for d, text in ((first / "x", "first"), (second, "second")):
-        d.mkdir(parents=True)
-        for lang in ("en", "de"):
-            (d / f"newstest2013.{lang}").write_text(text)
-    (first / "newstest2013.de").write_text("first, shallower")  # ahead of first/x/newstest2013.de
-    s, t = wmt.find_test("newstest2013", "en", "de", [first, second])
-    assert (s.read_text(), t.read_text()) == ("first", "first, shallower")
-    assert (s, t) == (first / "x" / "newstest2013.en", first / "newstest2013.de")
-
-
-def test_find_test_error_lists_every_scheme_and_directory(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    a.mkdir()
-    b.mkdir()
-    (a / "newstest2017-ende-src.en.sgm").write_text("")  # source from one scheme,
-    (b / "newstest2017-deen-ref.de.sgm").write_text("")  # reference from another
-    (b / "newstest2017-deen-src.de.sgm").write_text("")  # the other direction
-    (b / "newstest2017-deen-ref.en.sgm").write_text("")
-    with pytest.raises(WmtError) as e:
-        wmt.find_test("newstest2017", "en", "de", [a, b])
-    assert str(e.value) == (
-        "test set newstest2017 not found for en-de: no "
-        "newstest2017-ende-src.en.sgm + newstest2017-ende-ref.de.sgm, "
-        "newstest2017-deen-src.en.sgm + newstest2017-deen-ref.de.sgm, "
-        "newstest2017.en + newstest2017.de, "
-        f"newstest2017-src.en.sgm + newstest2017-ref.de.sgm in {a}, {b}")
-
-
 # --------------------------------------------------------------------------- manifests
 
 
@@ -359,27 +299,19 @@ def test_main_input_errors_are_one_line_with_status_1(tmp_path, capsys, args, me
     assert err.startswith(message.format(d=tmp_path)) and err.count("\n") == 1, err
 
 
-def test_script_runs_without_the_package(tmp_path):
-    """As the pipeline runs it: ``python fairseq_local/data/wmt.py``."""
-    r = run([sys.executable, WMT_PY, "--help"])
+def test_command_line_as_the_scripts_run_it(tmp_path):
+    """``python -m fairseq_local_data.wmt``, as the pipeline scripts run it."""
+    r = run([*WMT, "--help"])
+    assert r.stdout.startswith("usage: python -m fairseq_local_data.wmt ")
+    assert "Helpers for preparing WMT parallel data" in r.stdout
     for cmd in ("extract", "extract-corpus", "find-test", "manifest", "tok", "clean", "spm-train", "spm-encode",
-                "summary"):
+                "summary", "reference", "describe-split", "split-compounds", "bleu-summary"):
         assert cmd in r.stdout, cmd
-    r = run([sys.executable, WMT_PY, "clean", "--help"])
+    r = run([*WMT, "clean", "--help"])
     assert "--corpus NAME SRC TGT" in r.stdout and "--ratio" in r.stdout
     (tmp_path / "m.tsv").write_text("a.en\n")
-    r = run([sys.executable, WMT_PY, "manifest", str(tmp_path / "m.tsv")], check=False)
+    r = run([*WMT, "manifest", str(tmp_path / "m.tsv")], check=False)
     assert r.returncode == 1 and r.stdout == ""
     assert r.stderr == f"error: {tmp_path / 'm.tsv'} line 1: expected SOURCE_FILE<TAB>TARGET_FILE, got 1 field(s)\n"
-    r = run([sys.executable, WMT_PY, "clean", "--out-src", "x"], check=False)
+    r = run([*WMT, "clean", "--out-src", "x"], check=False)
     assert r.returncode == 2 and "the following arguments are required: --corpus" in r.stderr
-
-
-@pytest.mark.slow
-def test_module_help():
-    r = run([sys.executable, "-m", "fairseq_local.data.wmt", "--help"])
-    stdout = r.stdout
-    assert stdout.startswith("usage: python -m fairseq_local.data.wmt ")
-    assert "Helpers for preparing WMT parallel data" in stdout
-    for cmd in ("extract", "extract-corpus", "find-test", "manifest", "tok", "clean", "summary"):
-        assert cmd in stdout, cmd

@@ -60,13 +60,11 @@ def test_half_scores_with_an_fp32_learned_mask(dtype, mode):
     for d in attn.dam:  # masks with both values
         torch.nn.init.normal_(d.alpha, std=2.0)
     lengths = [7, 10, 4]
-    T, B, H, dh = max(lengths), len(lengths), attn.num_heads, attn.head_dim
+    T, B, H = max(lengths), len(lengths), attn.num_heads
     torch.manual_seed(1)
     x, pad = torch.randn(T, B, 32), padding_mask(lengths, left_pad=True)
     with torch.no_grad():
-        q, k, _ = attn._in_proj(x)
-        q = q.view(T, B, attn.num_groups, dh).permute(1, 2, 0, 3)
-        k = k.view(T, B, attn.num_groups, dh).permute(1, 2, 0, 3)
+        q, k, _ = attn.project(x)
         torch.manual_seed(2)
         m, _ = attn.learned_mask(x, pad)
         fixed = attn.fixed_mask(T, pad, x.device)

@@ -23,7 +23,8 @@ from helpers import make_attention, padding_mask
 from fairseq_local.models import build_encoder
 from fairseq_local.attention.learned import DamMask
 from fairseq_local.attention.config import AttentionConfig
-from fairseq_local.attention.penalties import recording, sparsity_terms
+from fairseq_local.attention.context import attention_context
+from fairseq_local.attention.penalties import sparsity_terms
 from helpers.precision import nmt_setup
 
 MAX_LEN = 512
@@ -53,9 +54,10 @@ def test_dam_l1_at_max_len_512_in_fp16(structured, how):
     ref = copy.deepcopy(mask).float()  # the same (half-rounded) α in float32
     mask.train(how != "eval")
     ref.train(how != "eval")
-    torch.manual_seed(1)
-    mask.resample()
-    ref.noise = None if mask.noise is None else mask.noise.float().clone()
+    for m in (mask, ref):  # the same draw: noise is float32 whatever α's dtype
+        torch.manual_seed(1)
+        m.resample()
+    assert torch.equal(mask.noise, ref.noise)
     idx = torch.arange(mask.alpha.numel())
     values, expected = mask.values(idx, 1.0), ref.values(idx, 1.0)
     assert torch.isfinite(values).all()
@@ -100,8 +102,9 @@ def test_pair_counts_of_400_token_sentences_under_autocast(dtype):
     lengths = [400, 397]
     torch.manual_seed(0)
     x, pad = torch.randn(400, 2, 24), padding_mask(lengths, left_pad=True)
-    with recording() as records:
+    with attention_context(records=True) as ctx:
         attn(x, key_padding_mask=pad)
+    records = ctx.records
     (rec,) = records
     cfg = AttentionConfig(dam_l1="density")
     kept32 = rec.kept(rec.real())

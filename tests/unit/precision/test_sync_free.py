@@ -8,8 +8,8 @@ shape depends on values (``unique``, ``nonzero``, boolean indexing), raises.
 On a GPU each of those stalls the stream, per layer per update.
 
 Layers run as the encoder runs them: two layers of one layout (a DAM mask
-shared by both, gathered once through :func:`shared_masks`) inside a
-:func:`recording`.  FlexAttention (``--attn-impl flex``) is left to its own
+shared by both, gathered once through the per-forward memo) inside an
+:func:`attention_context` with records and memo, as the encoder opens it.  FlexAttention (``--attn-impl flex``) is left to its own
 tests.  The seeded random kinds (``random``, ``longformer``, ``bigbird``) are
 in: off the CPU, up to 512 positions, their per-length matrices sit in one
 table on the device, indexed by the lengths (``masks/seeded.py``).
@@ -38,9 +38,9 @@ from helpers import padding_mask
 
 from fairseq_local.attention.build import AttentionBuilder
 from fairseq_local.attention.layout import parse_layout
-from fairseq_local.attention.learned import shared_masks
 from fairseq_local.attention.config import AttentionConfig
-from fairseq_local.attention.penalties import recording, sparsity_terms
+from fairseq_local.attention.context import attention_context
+from fairseq_local.attention.penalties import sparsity_terms
 
 META = torch.device("meta")
 LAYERS = {
@@ -68,10 +68,10 @@ def layers(heads: str, mode: str, impl: str, dam_l1: str = "density"):
 
 
 def forward(mods, x, pad):
-    with recording() as records, shared_masks():
+    with attention_context(records=True, memo=True) as ctx:
         for m in mods:
             x = x + m(x, key_padding_mask=pad)[0]
-    return x, records
+    return x, ctx.records
 
 
 def meta_inputs(T, B, d, padded=True):
@@ -156,7 +156,7 @@ def test_penalties_on_meta(kind, mode):
                 terms = sparsity_terms(cfg, mods, records)
         finally:
             torch.Tensor.tolist = tolist
-        learned = any(m.learned_heads or m.gates is not None for m in mods)
+        learned = any(m.plan.learned_heads or m.gates is not None for m in mods)
         penalties = [t for t in (terms.dam, terms.aaa_rho, terms.gate) if t is not None]
         assert bool(penalties) == learned
         for t in penalties:

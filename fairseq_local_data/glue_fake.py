@@ -9,9 +9,9 @@ share of words kept; MRPC/QQP/WNLI paraphrase = the second sentence is the
 first less one word; MNLI/QNLI/RTE entailment likewise, contradiction = a
 negated derivation, neutral = an unrelated sentence.
 
-Command line: ``python -m fairseq_local.data.glue_fake --out DIR [--tasks ...]
-[--rows N] [--eval-rows N] [--seed N]`` (also ``python -m fairseq_local.data.glue
-fake ...`` and ``python fairseq_local/data/glue_fake.py ...``).
+Command line: ``python -m fairseq_local_data.glue_fake --out DIR [--tasks ...]
+[--rows N] [--eval-rows N] [--seed N]`` (also ``python -m fairseq_local_data.glue
+fake ...``).
 """
 from __future__ import annotations
 
@@ -21,12 +21,9 @@ import random
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-if __package__:
-    from .glue import DIAGNOSTIC, DIAGNOSTIC_COLUMNS, TASKS, GlueError, GlueTask, task, write_lines
-    from .synthetic import SyntheticConfig, _Grammar, _Lexicon
-else:  # run as a file (python fairseq_local/data/glue.py fake): this directory is sys.path[0]
-    from glue import DIAGNOSTIC, DIAGNOSTIC_COLUMNS, TASKS, GlueError, GlueTask, task, write_lines
-    from synthetic import SyntheticConfig, _Grammar, _Lexicon
+from .errors import OneLineError
+from .glue import DIAGNOSTIC, DIAGNOSTIC_COLUMNS, TASKS, GlueError, GlueTask, task, write_lines
+from .language import Grammar, Lexicon, SyntheticConfig
 
 # MNLI's genres: the matched dev/test sets share the training genres, the mismatched ones do not.
 MATCHED = ("fiction", "government", "slate", "telephone", "travel")
@@ -38,8 +35,8 @@ class _Text:
     without sentence-initial markers) and the keywords the labels use."""
 
     def __init__(self, seed: int, rng: random.Random, max_len: int = 24) -> None:
-        lex = _Lexicon(SyntheticConfig(seed=seed))
-        self.gram, self.rng, self.max_len = _Grammar(lex, rng), rng, max_len
+        lex = Lexicon(SyntheticConfig(seed=seed))
+        self.gram, self.rng, self.max_len = Grammar(lex, rng), rng, max_len
         self.neg, self.q = lex.func["neg"][0], lex.func["q"][0]
         self.words = [w for w, _ in lex.nouns[:200] + lex.adjs[:100] + lex.verbs[:100]]
 
@@ -158,7 +155,7 @@ def sentences(n: int, seed: int = 1, rng_seed: str = "corpus") -> List[str]:
     return out
 
 
-def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m fairseq_local.data.glue_fake") -> int:
+def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m fairseq_local_data.glue_fake") -> int:
     """Write a stand-in GLUE folder; prints ``TASK split=rows ...`` per task."""
     p = argparse.ArgumentParser(prog=prog, description="Write a stand-in GLUE folder (the official layout).")
     p.add_argument("--out", required=True)
@@ -170,7 +167,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m fairseq_lo
     try:
         for name, splits in make_fake_glue(a.out, a.tasks, a.rows, a.eval_rows, a.seed).items():
             print(name, " ".join(f"{s}={n}" for s, n in splits.items()))
-    except (GlueError, OSError) as e:
+    except (OneLineError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

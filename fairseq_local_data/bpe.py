@@ -3,15 +3,20 @@
 GPT-2 BPE
 ---------
 The files are GPT-2's ``encoder.json`` and ``vocab.bpe``, checked by SHA-256.
-They come from a directory the user gives, or :func:`fetch_gpt2` takes them
-from a pinned PyPI package that ships them: the ``openai-whisper==20230124``
+Their folder is an argument (``--model DIR``, ``--dest DIR``) or, where none
+is given, the environment variable ``FAIRSEQ_LOCAL_GPT2_BPE``
+(:data:`GPT2_DIR_ENV`); there is no other default (the scripts pass the
+checkout's ``data-bin/gpt2-bpe``, which scripts/setup_env.sh fills). The user
+fills the folder, or :func:`fetch_gpt2` takes the files from a pinned PyPI
+package that ships them: the ``openai-whisper==20230124``
 source archive holds ``whisper/assets/gpt2/vocab.json`` and ``merges.txt``,
 the same vocabulary and merges in Hugging Face's layout. :func:`fetch_gpt2`
 checks the archive's and both members' SHA-256, rewrites them byte for byte as
 GPT-2's own files (whose SHA-256 it checks again), and checks that
-"Hello world" encodes to the GPT-2 ids 15496 995 with fairseq's encoder
-(``fairseq.data.encoders.gpt2_bpe_utils``). Only ``fetch-gpt2`` uses the
-network (the package registry, through pip); encoding never does.
+"Hello world" encodes to the GPT-2 ids 15496 995 with GPT-2's encoder
+(:mod:`fairseq_local_data.gpt2_bpe`, Hugging Face's ``tokenizers`` with the
+ids of fairseq's ``gpt2_bpe_utils``). Only ``fetch-gpt2`` uses the network
+(the package registry, through pip); encoding never does.
 
 SentencePiece
 -------------
@@ -22,14 +27,12 @@ bpe="sentencepiece", sentencepiece_model=PATH)`` encodes the same way.
 
 API: :func:`encode_lines` (``bpe="gpt2"`` with the directory of the two files,
 or ``bpe="sentencepiece"`` with the ``.model`` file). Command line:
-``python fairseq_local/data/tokenizers.py {fetch-gpt2,check-gpt2,spm-train,encode} ...``
-(or ``python -m fairseq_local.data.tokenizers``, slower: it imports the plugin).
+``python -m fairseq_local_data.bpe {fetch-gpt2,check-gpt2,spm-train,encode} ...``.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import json
 import os
 import subprocess
@@ -39,13 +42,12 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Sequence
 
-if __package__:
-    from .cleaning import spm_train
-else:  # run as a file: cleaning.py is in sys.path[0], this directory
-    from cleaning import spm_train
+from .cleaning import spm_train
+from .errors import OneLineError
+from .gpt2_bpe import Encoder, get_encoder
 
-ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_GPT2_DIR = ROOT / "data-bin" / "gpt2-bpe"
+# The folder of GPT-2's encoder.json and vocab.bpe where no argument names one.
+GPT2_DIR_ENV = "FAIRSEQ_LOCAL_GPT2_BPE"
 # GPT-2's files as OpenAI publishes them (gpt-2/encodings/main/{encoder.json,vocab.bpe}).
 GPT2_SHA256 = {
     "encoder.json": "196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783",
@@ -65,7 +67,7 @@ BUILD_CONSTRAINT = "setuptools==80.9.0"
 HELLO = ("Hello world", [15496, 995])
 
 
-class TokenizerError(Exception):
+class TokenizerError(OneLineError):
     """A missing or wrong tokeniser file, reported as one ``error:`` line."""
 
 
@@ -80,28 +82,24 @@ def sha256(path: Path) -> str:
 # --------------------------------------------------------------------------- GPT-2 BPE
 
 
-def _fairseq_gpt2_utils():
-    """fairseq's ``gpt2_bpe_utils`` module, loaded from its file so that the
-    fairseq package (and torch) is not imported."""
-    spec = importlib.util.find_spec("fairseq")
-    if spec is None or not spec.submodule_search_locations:
-        raise TokenizerError("fairseq is not installed (scripts/setup_env.sh)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data" / "encoders" / "gpt2_bpe_utils.py"
-    mod_spec = importlib.util.spec_from_file_location("_fairseq_gpt2_bpe_utils", path)
-    module = importlib.util.module_from_spec(mod_spec)
-    mod_spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+def gpt2_dir(directory: Path | str | None = None) -> Path:
+    """The folder of GPT-2's files: ``directory``, else ``$FAIRSEQ_LOCAL_GPT2_BPE``
+    (:data:`GPT2_DIR_ENV`); :class:`TokenizerError` if neither is given."""
+    if directory is None or str(directory) == "":
+        directory = os.environ.get(GPT2_DIR_ENV) or None
+    if directory is None:
+        raise TokenizerError(f"no folder of GPT-2's encoder.json and vocab.bpe: give one, or set ${GPT2_DIR_ENV}")
+    return Path(directory)
 
 
 def gpt2_files(directory: Path | str | None = None, check: bool = True) -> tuple[Path, Path]:
-    """``(encoder.json, vocab.bpe)`` in ``directory`` (default ``data-bin/gpt2-bpe``),
+    """``(encoder.json, vocab.bpe)`` in ``directory`` (see :func:`gpt2_dir`),
     with their SHA-256 checked and, with ``check``, "Hello world" -> 15496 995."""
-    d = Path(directory) if directory is not None else DEFAULT_GPT2_DIR
+    d = gpt2_dir(directory)
     paths = (d / "encoder.json", d / "vocab.bpe")
     for p in paths:
         if not p.is_file():
-            hint = ("run: python fairseq_local/data/tokenizers.py fetch-gpt2" if directory is None
-                    else "give the directory holding GPT-2's encoder.json and vocab.bpe")
+            hint = "fill the folder with: python -m fairseq_local_data.bpe fetch-gpt2 --dest DIR"
             raise TokenizerError(f"missing GPT-2 BPE file {p} ({hint})")
         got = sha256(p)
         if got != GPT2_SHA256[p.name]:
@@ -112,9 +110,9 @@ def gpt2_files(directory: Path | str | None = None, check: bool = True) -> tuple
     return paths
 
 
-def gpt2_encoder(encoder_json: Path, vocab_bpe: Path):
-    """fairseq's GPT-2 byte-level BPE ``Encoder`` for the two files."""
-    return _fairseq_gpt2_utils().get_encoder(str(encoder_json), str(vocab_bpe))
+def gpt2_encoder(encoder_json: Path, vocab_bpe: Path) -> Encoder:
+    """GPT-2's byte-level BPE :class:`~fairseq_local_data.gpt2_bpe.Encoder` of the two files."""
+    return get_encoder(encoder_json, vocab_bpe)
 
 
 def check_gpt2(encoder_json: Path, vocab_bpe: Path) -> None:
@@ -145,10 +143,10 @@ def _pip_download(dest: Path) -> Path:
 
 
 def fetch_gpt2(dest: Path | str | None = None, sdist: Path | str | None = None) -> tuple[Path, Path]:
-    """Write GPT-2's ``encoder.json`` and ``vocab.bpe`` into ``dest`` (default
-    ``data-bin/gpt2-bpe``) from the whisper source archive ``sdist`` (default:
+    """Write GPT-2's ``encoder.json`` and ``vocab.bpe`` into ``dest`` (see
+    :func:`gpt2_dir`) from the whisper source archive ``sdist`` (default:
     downloaded with pip). Every file is checked by SHA-256."""
-    dest = Path(dest) if dest is not None else DEFAULT_GPT2_DIR
+    dest = gpt2_dir(dest)
     with tempfile.TemporaryDirectory() as tmp:
         archive = Path(sdist) if sdist is not None else _pip_download(Path(tmp))
         if not archive.is_file():
@@ -200,7 +198,9 @@ def train_sentencepiece(train: Path, prefix: Path, vocab_size: int = 30000, thre
     return size
 
 
-def _spm(model: Path):
+def sentencepiece_processor(model: Path | str):
+    """The ``sentencepiece.SentencePieceProcessor`` of a ``.model`` file;
+    :class:`TokenizerError` if the file is missing."""
     import sentencepiece as spm
 
     if not Path(model).is_file():
@@ -220,7 +220,7 @@ def make_encoder(bpe: str, model_or_dir: Path | str | None = None):
     if bpe == "sentencepiece":
         if model_or_dir is None:
             raise TokenizerError("sentencepiece needs the .model file")
-        sp = _spm(Path(model_or_dir))
+        sp = sentencepiece_processor(model_or_dir)
         return lambda line: " ".join(sp.encode(line.strip(), out_type=str))
     raise TokenizerError(f"unknown bpe '{bpe}' (gpt2 or sentencepiece)")
 
@@ -229,21 +229,22 @@ def encode_lines(lines: Iterable[str], bpe: str = "gpt2", model_or_dir: Path | s
     """Each line as space-joined tokens; an empty line stays empty.
 
     ``bpe="gpt2"``: ``model_or_dir`` is the directory of encoder.json and
-    vocab.bpe (default ``data-bin/gpt2-bpe``); tokens are GPT-2 ids.
+    vocab.bpe (see :func:`gpt2_dir`); tokens are GPT-2 ids.
     ``bpe="sentencepiece"``: ``model_or_dir`` is the ``.model`` file; tokens are pieces."""
     encode = make_encoder(bpe, model_or_dir)
     return [encode(line) if line.strip() else "" for line in lines]
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tokenizers.py", description="GPT-2 BPE and SentencePiece for BERT corpora.")
+    p = argparse.ArgumentParser(prog="python -m fairseq_local_data.bpe",
+                                description="GPT-2 BPE and SentencePiece for BERT corpora.")
     p.error = lambda message: p.exit(2, f"error: {message}\n")  # type: ignore[method-assign]
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("fetch-gpt2", help=f"GPT-2's encoder.json/vocab.bpe from {WHISPER} (pip download)")
-    a.add_argument("--dest", type=Path, default=DEFAULT_GPT2_DIR)
+    a.add_argument("--dest", type=Path, help=f"the folder to fill (default: ${GPT2_DIR_ENV})")
     a.add_argument("--sdist", type=Path, help=f"a local {WHISPER_SDIST[0]} instead of downloading it")
     a = sub.add_parser("check-gpt2", help="check encoder.json/vocab.bpe in a directory")
-    a.add_argument("dir", type=Path, nargs="?", default=None)
+    a.add_argument("dir", type=Path, nargs="?", default=None, help=f"default: ${GPT2_DIR_ENV}")
     a = sub.add_parser("spm-train", help="train a SentencePiece BPE model")
     a.add_argument("--input", type=Path, required=True)
     a.add_argument("--model-prefix", type=Path, required=True)
@@ -251,7 +252,8 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--threads", type=int, default=2)
     a = sub.add_parser("encode", help="encode stdin to stdout, one line at a time")
     a.add_argument("--bpe", choices=("gpt2", "sentencepiece"), required=True)
-    a.add_argument("--model", type=Path, help="gpt2: directory of the two files; sentencepiece: .model file")
+    a.add_argument("--model", type=Path,
+                   help=f"gpt2: directory of the two files (default: ${GPT2_DIR_ENV}); sentencepiece: .model file")
     return p
 
 
@@ -273,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             encode = make_encoder(args.bpe, args.model)
             for line in sys.stdin:
                 sys.stdout.write((encode(line) if line.strip() else "") + "\n")
-    except TokenizerError as e:
+    except OneLineError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

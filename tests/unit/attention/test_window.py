@@ -1,4 +1,4 @@
-"""The structured attention paths (fairseq_local/attention/window.py) against
+"""The window path (fairseq_local/attention/window.py) against
 the dense reference: forward and backward, fp32, 1e-5."""
 
 import itertools
@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from helpers import make_attention, padding_mask
-from fairseq_local.attention.window import GroupLSE, WindowPlan, group_lse, window_keys
+from fairseq_local.attention.window import GroupLSE, WindowPlan, group_lse, window_keys, window_path
 
 WINDOW_KINDS = ["identity", "prev-1", "prev-3", "next-1", "next-2", "band-1", "band-2", "local-0", "local-3"]
 TOL = dict(rtol=1e-5, atol=1e-5)
@@ -21,7 +21,7 @@ def assert_close(a: torch.Tensor, b: torch.Tensor) -> None:
 
 
 def pair(tokens, groups=None, mode="post", std=0.15, **kw):
-    """The same layer twice (same parameters, redrawn from N(0, std²)): dense and structured."""
+    """The same layer twice (same parameters, redrawn from N(0, std²)): dense and window."""
     dense = make_attention(tokens, groups, mode, attn_impl="dense", std=std, **kw)
     fast = make_attention(tokens, groups, mode, attn_impl="window", **kw)
     fast.load_state_dict(dense.state_dict())
@@ -36,7 +36,7 @@ def check_same(dense, fast, T, lengths=None, left=True, B=3, train=False, seed=0
     x = torch.randn(T, B, dense.embed_dim, requires_grad=True)
     for m in (dense, fast):
         m.train(train)
-    assert fast.path(T, False, None, x.dtype) == "structured"
+    assert fast.path(T, False, None, x.dtype) == "window"
     results = []
     for m in (dense, fast):
         y, _ = m(x, key_padding_mask=kpm)
@@ -85,9 +85,8 @@ def test_rows_without_an_allowed_key_are_zero(mode):
     dense, fast = pair(["next-4", "prev-3"], mode=mode)
     check_same(dense, fast, 5, lengths=[5, 2, 1], left=True)
     x = torch.randn(3, 1, fast.embed_dim)
-    q, k, v = fast._in_proj(x)
-    shape = (3, 1, -1, fast.head_dim)
-    out = fast.structured_attention(*(t.view(shape).permute(1, 2, 0, 3) for t in (q, k, v)), None)
+    out, weights = window_path(*fast.project(x), fast.plan, fast.path_inputs())
+    assert weights is None
     assert torch.equal(out, torch.zeros_like(out))  # 3 tokens: no query has a key 3 or 4 away
 
 
@@ -102,13 +101,13 @@ def test_paths_by_impl_and_length():
     auto = make_attention(["band-2", "global"], attn_impl="auto")
     assert auto.path(16, False, None, torch.float32) == "dense"  # short: the dense path is cheaper
     assert auto.path(256, False, None, torch.float32) == "dense"  # post mode: from 512 on
-    assert auto.path(512, False, None, torch.float32) == "structured"
-    assert make_attention(["band-2"], mode="pre", attn_impl="auto").path(128, False, None, torch.float32) == "structured"
+    assert auto.path(512, False, None, torch.float32) == "window"
+    assert make_attention(["band-2"], mode="pre", attn_impl="auto").path(128, False, None, torch.float32) == "window"
     assert auto.path(512, True, None, torch.float32) == "dense"  # weights are asked for
     assert auto.path(512, False, None, torch.float64) == "dense"
     for impl, tokens in [("dense", ["band-2"]), ("auto", ["star"]), ("window", ["logsparse"]), ("window", ["dam-s"])]:
         assert make_attention(tokens, attn_impl=impl).path(512, False, None, torch.float32) == "dense"
-    assert make_attention(["global", "global"], attn_impl="auto").path(8, False, None, torch.float32) == "structured"
+    assert make_attention(["global", "global"], attn_impl="auto").path(8, False, None, torch.float32) == "window"
 
 
 def test_window_plan_and_keys():
@@ -143,7 +142,7 @@ def test_group_lse_and_its_gradient(pad):
 
 
 def test_long_inputs_allocate_no_square_tensor():
-    """At n = 2048, the structured band-2 layers' forward and backward never
+    """At n = 2048, the window path's band-2 layers' forward and backward never
     hold an n x n tensor (the dense path needs several)."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -160,7 +159,7 @@ def test_long_inputs_allocate_no_square_tensor():
 
 def test_dense_auto_and_window_train_alike():
     """Twenty optimiser steps of a tied (i)-style layer on inputs long enough
-    for ``auto`` to take the structured path: the three implementations give
+    for ``auto`` to take the window path: the three implementations give
     the same losses."""
     losses = {}
     for impl in ("dense", "auto", "window"):
@@ -169,7 +168,7 @@ def test_dense_auto_and_window_train_alike():
         opt = torch.optim.Adam(attn.parameters(), lr=1e-2)
         torch.manual_seed(5)
         out = []
-        assert attn.path(520, False, None, torch.float32) == ("dense" if impl == "dense" else "structured")
+        assert attn.path(520, False, None, torch.float32) == ("dense" if impl == "dense" else "window")
         for step in range(20):
             x = torch.randn(520, 2, 16)
             kpm = padding_mask([520, 500 - step], left_pad=True)

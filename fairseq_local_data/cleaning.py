@@ -1,5 +1,6 @@
 """Text processing behind the ``tok``, ``clean``, ``spm-train``,
-``spm-encode`` and ``summary`` commands of :mod:`wmt` (scripts/prepare-wmt14.sh):
+``spm-encode`` and ``summary`` commands of :mod:`fairseq_local_data.wmt`
+(scripts/prepare-wmt14.sh):
 Moses-style normalisation and tokenisation, the clean-corpus-n filter, a joint
 SentencePiece BPE model and the JSON summary of a prepared directory.
 
@@ -21,15 +22,17 @@ from typing import Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
+from .errors import OneLineError
+
 
 # --------------------------------------------------------------------------- shared with wmt.py
 
 
-class WmtError(Exception):
+class WmtError(OneLineError):
     """A problem with the input data, reported as one ``error:`` line."""
 
 
-def _progress(total: int | None = None, large: int = 100_000, **kwargs) -> tqdm:
+def progress(total: int | None = None, large: int = 100_000, **kwargs) -> tqdm:
     """A progress bar on stderr: on a terminal always; in a log file only for
     ``total`` of at least ``large`` (lines or bytes), updated every 30 s."""
     tty = sys.stderr.isatty()
@@ -109,7 +112,7 @@ def tokenize_file(inp: Path, out: Path, lang: str, workers: int = 1) -> int:
     total = sum(1 for _ in read_sgm(inp)) if inp.suffix == ".sgm" else count_lines(inp) + _unterminated(inp)
     tmp = out.with_name(out.name + ".tmp")
     n = 0
-    with open(tmp, "w", encoding="utf-8") as f, _progress(total=total, unit=" lines", desc=f"tokenising {inp.name}") as bar:
+    with open(tmp, "w", encoding="utf-8") as f, progress(total=total, unit=" lines", desc=f"tokenising {inp.name}") as bar:
         if workers > 1 and total > 20000:  # worker processes pay off on large files only
             with Pool(workers, initializer=_init, initargs=(lang,)) as pool:
                 lines: Iterable[str] = pool.imap(normalize_tokenize, _read_lines(inp), chunksize=256)
@@ -153,7 +156,7 @@ def clean(
     stats: dict = {"corpora": {}, "before": 0, "after": 0}
     total = sum(count_lines(p[1]) for p in pairs)
     with open(tmp_s, "w", encoding="utf-8") as fs, open(tmp_t, "w", encoding="utf-8") as ft, \
-            _progress(total, unit=" pairs", desc="cleaning") as bar:
+            progress(total, unit=" pairs", desc="cleaning") as bar:
         for name, s_path, t_path in pairs:
             before = after = 0
             with open(s_path, encoding="utf-8", newline="\n") as a, open(t_path, encoding="utf-8", newline="\n") as b:
@@ -209,7 +212,7 @@ def spm_encode(model: Path, inp: Path, out: Path) -> int:
     tmp = out.with_name(out.name + ".tmp")
     n = 0
     with open(inp, encoding="utf-8", newline="\n") as f, open(tmp, "w", encoding="utf-8") as g:
-        for n, line in enumerate(_progress(count_lines(inp), iterable=f, unit=" lines", desc=f"encoding {inp.name}"), 1):
+        for n, line in enumerate(progress(count_lines(inp), iterable=f, unit=" lines", desc=f"encoding {inp.name}"), 1):
             g.write(" ".join(sp.encode(line.rstrip("\n"), out_type=str)) + "\n")
     os.replace(tmp, out)
     return n

@@ -27,8 +27,10 @@ import conllu
 from conllu.exceptions import ParseException
 from conllu.models import Metadata, Token, TokenList
 
+from .errors import OneLineError
 
-class SyntaxFileError(ValueError):
+
+class SyntaxFileError(OneLineError, ValueError):
     """A missing, unreadable or malformed sentence file (one-line message)."""
 
 

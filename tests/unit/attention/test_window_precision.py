@@ -1,4 +1,4 @@
-"""The structured attention paths (fairseq_local/attention/window.py) in half
+"""The window path (fairseq_local/attention/window.py) in half
 precision, on the CPU: bf16 and fp16 outputs and gradients of the window and
 global paths against a float64 dense reference, held to the error of the
 dense path's own half-precision result; lse in float32; the block-wise LSE;
@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from helpers import make_attention, padding_mask
-from fairseq_local.attention import window as kernels
+from fairseq_local.attention import window
 from fairseq_local.attention.window import (AUTO_MIN_LEN_CPU, AUTO_MIN_LEN_GPU, ChunkedLSE, GroupLSE, WindowPlan,
                                            auto_min_len, fast_dtypes, group_lse, window_attention)
 
@@ -20,7 +20,7 @@ GROUPS = [0, 0, 0, 1, 1, 2]
 
 def _run(attn, x, kpm, path, gy):
     """Output and the gradients of (x, *parameters) for upstream gradient gy,
-    with the forward forced onto ``path`` (``dense`` or ``structured``)."""
+    with the forward forced onto ``path`` (``dense`` or ``window``)."""
     attn.path = lambda *args, **kw: path
     y, _ = attn(x, key_padding_mask=kpm)
     return [y, *torch.autograd.grad(y, [x, *attn.parameters()], gy.to(y.dtype))]
@@ -45,7 +45,7 @@ def test_half_window_path_is_as_accurate_as_dense(mode, dtype):
         gy = torch.cos(7 * y.detach())
         want = _run(ref, x.double().requires_grad_(), kpm, "dense", gy)
         dense = _run(attn, x.clone().requires_grad_(), kpm, "dense", gy)
-        fast = _run(attn, x.clone().requires_grad_(), kpm, "structured", gy)
+        fast = _run(attn, x.clone().requires_grad_(), kpm, "window", gy)
         atol = torch.finfo(dtype).eps * max(t.abs().max().item() for t in want[1:]) / 2
         names = ["output", "x", *(n for n, _ in attn.named_parameters())]
         for name, w, d, f in zip(names, want, dense, fast):
@@ -60,9 +60,9 @@ def test_window_attention_keeps_probabilities_in_fp32(dtype, monkeypatch):
     float32 whatever the input dtype; the output comes back in v's dtype."""
     seen = []
     real_softmax, real_exp = torch.nn.functional.softmax, torch.exp
-    monkeypatch.setattr(kernels.F, "softmax", lambda t, *a, **kw: seen.append(kw.get("dtype")) or
+    monkeypatch.setattr(window.F, "softmax", lambda t, *a, **kw: seen.append(kw.get("dtype")) or
                         real_softmax(t, *a, **kw))
-    monkeypatch.setattr(kernels.torch, "exp", lambda t: seen.append(t.dtype) or real_exp(t))
+    monkeypatch.setattr(window.torch, "exp", lambda t: seen.append(t.dtype) or real_exp(t))
     plan = WindowPlan((0, 1), (0, 0), ((-1, 1), (0, 2)))
     q, k, v = (torch.randn(2, 1, 9, 8).to(dtype) for _ in range(3))
     for mode in ("post", "pre"):
@@ -132,7 +132,7 @@ def test_chunked_lse_row_of_padding_is_finite():
 
 
 def test_fast_dtypes_and_auto_lengths_per_device():
-    """fp16 takes the structured path on every device (on the CPU GroupLSE
+    """fp16 takes the window path on every device (on the CPU GroupLSE
     upcasts it); fp64 never does.  ``auto``: the measured CPU crossovers on
     the CPU, the (not yet measured) GPU defaults elsewhere."""
     half = {torch.float32, torch.float16, torch.bfloat16}

@@ -1,5 +1,6 @@
 """The GLUE benchmark's folder layout and its preparation for fairseq (the
-generated stand-in with the same files and columns is :mod:`glue_fake`).
+generated stand-in with the same files and columns is
+:mod:`fairseq_local_data.glue_fake`).
 
 Layout (as written by the GLUE download script, and read by fairseq's
 ``examples/roberta/preprocess_GLUE_tasks.sh``): ``GLUE/TASK/{train,dev,test}.tsv``,
@@ -8,31 +9,35 @@ and the diagnostic set (AX) in ``GLUE/diagnostic/diagnostic.tsv``.  Every file
 has a header line except CoLA's train and dev.  The columns read (1-based,
 as fairseq's recipe cuts them) are in :data:`TASKS`.
 
-Subcommands (``python -m fairseq_local.data.glue CMD``):
+Subcommands (``python -m fairseq_local_data.glue CMD``):
 
 * ``check``: every requested task folder and TSV exists (one-line error);
 * ``extract``: ``SPLIT.raw.input0``/``.raw.input1``/``.label`` per split, in
   fairseq's split names (MNLI dev_matched -> valid, dev_mismatched -> valid1);
 * ``encode``: BPE of files (GPT-2 byte-level or SentencePiece, through
-  :mod:`tokenizers`, or none);
+  :mod:`fairseq_local_data.bpe`, or none);
 * ``binarize``: ``fairseq-preprocess --only-source`` of input0/input1/label
   into ``TASK-bin`` as fairseq's recipe lays it out (STS-B labels as text,
-  divided by 5 into [0, 1]);
+  divided by 5 into [0, 1]), fairseq's own program run as a child process;
 * ``count``: the number of sentences of a binarised dataset;
 * ``fake``: a stand-in GLUE folder whose labels follow from the text
-  (:func:`glue_fake.main`).
+  (:func:`fairseq_local_data.glue_fake.main`).
 """
 from __future__ import annotations
 
 import argparse
 import os
 import struct
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
+from . import bpe
+from .errors import OneLineError
 
-class GlueError(ValueError):
+
+class GlueError(OneLineError, ValueError):
     """Bad GLUE input: a missing folder or file, or a malformed row."""
 
 
@@ -200,38 +205,18 @@ def write_lines(path: str, lines: Iterable[str]) -> None:
 def encoder(kind: str, model: Optional[str] = None) -> Callable[[str], str]:
     """A function line -> space-separated tokens: ``gpt2`` (RoBERTa's
     byte-level BPE as GPT-2 ids; ``model`` is the folder of encoder.json and
-    vocab.bpe, default data-bin/gpt2-bpe) or ``sentencepiece`` (pieces;
-    ``model`` is the .model file), both from :mod:`tokenizers`, or ``none``
-    (text that is already tokenised: whitespace is normalised)."""
+    vocab.bpe, see :func:`fairseq_local_data.bpe.gpt2_files`) or
+    ``sentencepiece`` (pieces; ``model`` is the .model file), both from
+    :mod:`fairseq_local_data.bpe`, or ``none`` (text that is already
+    tokenised: whitespace is normalised)."""
     if kind == "none":
         return lambda line: " ".join(line.split())
     if kind not in ("gpt2", "sentencepiece"):
         raise GlueError(f"unknown --bpe '{kind}' (gpt2, sentencepiece or none)")
-    tok = _tokenizers()
     try:
-        return tok.make_encoder(kind, model)
-    except tok.TokenizerError as e:
+        return bpe.make_encoder(kind, model)
+    except bpe.TokenizerError as e:
         raise GlueError(f"--bpe {kind}: {e}") from None
-
-
-def _tokenizers():
-    """The project's tokenisers (``tokenizers.py`` beside this file).  Run as a
-    file (scripts/prepare-glue.sh), it is loaded from its path under its own
-    name: no plugin (fairseq) import, and no clash with any package called
-    ``tokenizers``."""
-    if __package__:
-        from . import tokenizers
-
-        return tokenizers
-    import importlib.util
-
-    name = "fairseq_local_data_tokenizers"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, os.path.join(os.path.dirname(__file__), "tokenizers.py"))
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)  # type: ignore[union-attr]
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
 def encode_file(enc: Callable[[str], str], src: str, dst: str) -> int:
@@ -286,16 +271,16 @@ def write_regression_labels(work: str, dest: str) -> None:
 
 
 def binarize(name: str, work: str, dest: str, src_dict: str, workers: int = 1) -> None:
-    """Run :func:`preprocess_commands` in this process (one fairseq import for
-    all), and write STS-B's text labels."""
-    from fairseq import options
-    from fairseq_cli import preprocess
-
+    """Run :func:`preprocess_commands` with fairseq-preprocess (fairseq's
+    ``fairseq_cli.preprocess``, in a child process of this interpreter), and
+    write STS-B's text labels.  A failed command is a :class:`GlueError`."""
     t = task(name)
     splits = sorted({os.path.basename(p).split(".")[0] for p in os.listdir(work) if p.endswith(".input0")})
     for args in preprocess_commands(name, work, dest, src_dict, workers, splits):
-        print("fairseq-preprocess " + " ".join(args), file=sys.stderr)
-        preprocess.main(options.get_preprocessing_parser().parse_args(args))
+        print("fairseq-preprocess " + " ".join(args), file=sys.stderr, flush=True)
+        status = subprocess.run([sys.executable, "-m", "fairseq_cli.preprocess", *args]).returncode
+        if status != 0:
+            raise GlueError(f"fairseq-preprocess failed (status {status}) writing {args[args.index('--destdir') + 1]}")
     if t.num_classes == 1:
         write_regression_labels(work, dest)
 
@@ -313,11 +298,13 @@ def count(prefix: str) -> int:
 # ---------------------------------------------------------------- command line
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    """``python -m fairseq_local.data.glue CMD ...`` (see the module docstring)."""
-    prog = "python -m fairseq_local.data.glue"
+    """``python -m fairseq_local_data.glue CMD ...`` (see the module docstring)."""
+    prog = "python -m fairseq_local_data.glue"
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["fake"]:
-        return _glue_fake().main(argv[1:], prog=f"{prog} fake")
+        from . import glue_fake  # here, not above: glue_fake imports this module
+
+        return glue_fake.main(argv[1:], prog=f"{prog} fake")
     p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check", help="every task folder and TSV exists")
@@ -329,7 +316,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     c.add_argument("--out", required=True)
     c = sub.add_parser("encode", help="BPE-encode files")
     c.add_argument("--bpe", choices=("gpt2", "sentencepiece", "none"), required=True)
-    c.add_argument("--bpe-model", help="gpt2: folder of encoder.json and vocab.bpe (default data-bin/gpt2-bpe); "
+    c.add_argument("--bpe-model", help=f"gpt2: folder of encoder.json and vocab.bpe (default: ${bpe.GPT2_DIR_ENV}); "
                    "sentencepiece: the .model file")
     c.add_argument("--inputs", nargs="+", required=True)
     c.add_argument("--outputs", nargs="+", required=True)
@@ -360,19 +347,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                          a.src_dict, a.workers)
         else:
             print(count(a.prefix))
-    except (GlueError, OSError) as e:
+    except (OneLineError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0
-
-
-def _glue_fake():
-    """The stand-in generator, :mod:`glue_fake` (imported on demand: it imports this module)."""
-    if __package__:
-        from . import glue_fake
-    else:
-        import glue_fake  # type: ignore[no-redef]
-    return glue_fake
 
 
 if __name__ == "__main__":

@@ -11,13 +11,13 @@
   Gutenberg header (``*** START OF THIS PROJECT GUTENBERG EBOOK ... ***``),
   footer and licence, with hard-wrapped paragraphs and chapter headings.
 
-The prose is the source language of :mod:`fairseq_local.data.synthetic`
+The prose is the source language of :mod:`fairseq_local_data.language`
 (an SVO grammar with number agreement, relative clauses, prepositional
 phrases and Zipfian lemmas), so a masked LM has something to learn: the
 agreement suffixes and function words are predictable from context. A few
 articles and one book are exact duplicates of others, for deduplication.
 
-Run ``python -m fairseq_local.data.standins --out DIR``; the same seed gives
+Run ``python -m fairseq_local_data.standins --out DIR``; the same seed gives
 byte-identical files.
 """
 from __future__ import annotations
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from .synthetic import SyntheticConfig, _Grammar, _Lexicon
+from .language import Grammar, Lexicon, SyntheticConfig
 
 WIKI_NAME = "enwiki-standin-pages-articles.xml.bz2"
 BOOKS_NAME = "gutenberg-standin.zip"
@@ -71,9 +71,9 @@ class _Prose:
 
     def __init__(self, cfg: StandinConfig) -> None:
         syn = SyntheticConfig(seed=cfg.seed, nouns=cfg.nouns, adjectives=cfg.adjectives, verbs=cfg.verbs)
-        self.lex = _Lexicon(syn)
+        self.lex = Lexicon(syn)
         self.rng = random.Random(f"standins:{cfg.seed}")
-        self.grammar = _Grammar(self.lex, self.rng)
+        self.grammar = Grammar(self.lex, self.rng)
 
     def tokens(self, max_len: int = 30) -> list[str]:
         """One sentence's words, final "." excluded."""
@@ -250,8 +250,8 @@ def generate(cfg: StandinConfig, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Command-line entry point: ``python -m fairseq_local.data.standins --out DIR``."""
-    p = argparse.ArgumentParser(prog="python -m fairseq_local.data.standins",
+    """Command-line entry point: ``python -m fairseq_local_data.standins --out DIR``."""
+    p = argparse.ArgumentParser(prog="python -m fairseq_local_data.standins",
                                 description="Write a stand-in Wikipedia dump and Gutenberg zip.")
     p.error = lambda message: p.exit(2, f"error: {message}\n")  # type: ignore[method-assign]
     p.add_argument("--out", type=Path, required=True)

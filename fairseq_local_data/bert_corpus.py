@@ -15,9 +15,10 @@ Lahiri (2014) corpus), then
    task reads (RoBERTa's pretraining README; ``--sample-break-mode complete``
    packs whole sentences, ``complete_doc`` also stops at the blank lines).
 
-The pipeline runs this file directly (``python fairseq_local/data/bert_corpus.py``),
-which skips importing the plugin package and fairseq. Bad inputs raise
-:class:`CorpusError`, printed as one ``error:`` line.
+The pipeline runs it as ``python -m fairseq_local_data.bert_corpus``
+(``check-wiki``, ``check-gutenberg``, ``split``, and ``summary``: the lines of
+the prepared corpus's summary.txt). Bad inputs raise :class:`CorpusError`,
+printed as one ``error:`` line.
 """
 from __future__ import annotations
 
@@ -35,6 +36,8 @@ from typing import Iterable, Iterator, Sequence
 
 from tqdm import tqdm
 
+from .errors import OneLineError
+
 MIN_WORDS = 3  # shorter paragraphs are headings ("History.", "CHAPTER IV.")
 _DOC_OPEN = re.compile(r'^<doc id="[^"]*"(?: revid="[^"]*")? url="[^"]*" title="([^"]*)">$')
 # Project Gutenberg's header and footer markers, old and new styles.
@@ -43,7 +46,7 @@ _PG_END = re.compile(r"^\s*(\*{3} ?END OF (THE|THIS) PROJECT GUTENBERG|End of (t
 _PRODUCED = re.compile(r"^\s*(Produced by|E-text prepared by|Transcribed from)", re.I)
 
 
-class CorpusError(Exception):
+class CorpusError(OneLineError):
     """A missing, empty or mismatched input, reported as one ``error:`` line."""
 
 
@@ -302,11 +305,33 @@ class _Serial:
         return map(fn, items)
 
 
+def summary_lines(bpe: str, spm_model: Path | None, dict_txt: Path, stats: Path) -> list[str]:
+    """The lines of a prepared corpus's summary.txt, "KEY VALUE" each: the
+    BPE kind, the pieces of its SentencePiece model (if any), the size of
+    fairseq's dictionary (its lines) and the entries of the split's stats.json."""
+    for path in (dict_txt, stats, *([spm_model] if spm_model is not None else [])):
+        if not path.is_file():
+            raise CorpusError(f"missing {path}")
+    lines = [f"bpe {bpe}"]
+    if spm_model is not None:
+        import sentencepiece
+
+        pieces = sentencepiece.SentencePieceProcessor(model_file=str(spm_model)).get_piece_size()
+        lines.append(f"sentencepiece_pieces {pieces}")
+    entries = dict_txt.read_bytes().count(b"\n")
+    lines.append(f"dictionary_size {entries}")
+    try:
+        lines += [f"{k} {v}" for k, v in json.loads(stats.read_text(encoding="utf-8")).items()]
+    except (ValueError, AttributeError):
+        raise CorpusError(f"{stats} is not the stats.json of the split step") from None
+    return lines
+
+
 # --------------------------------------------------------------------------- command line
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="bert_corpus.py", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m fairseq_local_data.bert_corpus", description=__doc__.split("\n\n")[0])
     p.error = lambda message: p.exit(2, f"error: {message}\n")  # type: ignore[method-assign]
     sub = p.add_subparsers(dest="cmd", required=True)
     a = sub.add_parser("check-wiki", help="check that a file is a bzip2 MediaWiki XML dump")
@@ -321,6 +346,11 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--test-docs", default="auto")
     a.add_argument("--seed", type=int, default=1)
     a.add_argument("--workers", type=int, default=1)
+    a = sub.add_parser("summary", help="print the lines of a prepared corpus's summary.txt")
+    a.add_argument("--bpe", required=True, help="the BPE kind (gpt2 or sentencepiece)")
+    a.add_argument("--spm-model", type=Path, help="the SentencePiece model, if any")
+    a.add_argument("--dict", type=Path, required=True, help="fairseq's dict.txt of the corpus")
+    a.add_argument("--stats", type=Path, required=True, help="the stats.json of the split step")
     return p
 
 
@@ -339,11 +369,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             check_wiki_dump(args.path)
         elif args.cmd == "check-gutenberg":
             print(f"{len(book_members(args.path))} books")
+        elif args.cmd == "summary":
+            print("\n".join(summary_lines(args.bpe, args.spm_model, args.dict, args.stats)))
         else:
             stats = build_splits(args.wiki_dir, args.gutenberg, args.out, _count(args.valid_docs, "--valid-docs"),
                                  _count(args.test_docs, "--test-docs"), args.seed, max(1, args.workers))
             print(json.dumps(stats))
-    except CorpusError as e:
+    except OneLineError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
     return 0

@@ -7,6 +7,10 @@
 * ``find-test``: locate a test set (e.g. newstest2014) for a language pair
   among plain files (``newstest2013.en``) and SGML files
   (``newstest2014-deen-src.en.sgm``).
+* ``reference``, ``describe-split``, ``split-compounds``, ``bleu-summary``:
+  what scripts/evaluate-wmt14.sh needs to score a test set (the raw
+  reference, the BPE method and test set name of a prepared split, tokenised
+  BLEU's compound splitting, a sacreBLEU result in one line).
 * ``manifest``: read a manifest of extra parallel corpora (see
   :func:`read_manifest`).
 * ``tok``: Moses-style punctuation normalisation, removal of non-printing
@@ -18,19 +22,19 @@
 * ``spm-train`` / ``spm-encode``: a joint SentencePiece BPE model.
 * ``summary``: the JSON summary of a prepared data directory.
 
-This module holds the archives, test sets, manifests and the command line;
-``tok``, ``clean``, ``spm-*`` and ``summary`` are implemented in
-``cleaning.py`` beside it, which also defines :class:`WmtError`,
-:func:`read_sgm` and the other helpers shared by both (re-exported here).
+This module holds the archives, manifests and the command line; ``tok``,
+``clean``, ``spm-*`` and ``summary`` are implemented in
+:mod:`fairseq_local_data.cleaning`, which also defines :class:`WmtError`,
+:func:`read_sgm` and the other helpers shared by both, and the test sets in
+:mod:`fairseq_local_data.testsets`.
 
 Every command writes ``OUT.tmp`` first and renames it, so an interrupted run
 never leaves a complete-looking file. Errors in the input print one line
 ``error: ...`` and exit with status 1.
 
-Usage: ``python -m fairseq_local.data.wmt COMMAND --help``. The pipeline
-scripts run this file directly (``python fairseq_local/data/wmt.py``), which
-skips importing the plugin package and fairseq; it needs only the standard
-library, sacremoses, regex, tqdm and (for SentencePiece) sentencepiece.
+Usage: ``python -m fairseq_local_data.wmt COMMAND --help``. It needs only
+the standard library, sacremoses, regex, tqdm and (for SentencePiece)
+sentencepiece.
 """
 from __future__ import annotations
 
@@ -47,12 +51,8 @@ from typing import Sequence
 
 from tqdm import tqdm
 
-# Run as a file (as the pipeline scripts do) there is no package: cleaning.py is found in sys.path[0], this directory.
-if __package__:
-    from .cleaning import WmtError, _progress, clean, read_sgm, spm_encode, spm_train, summary, tokenize_file
-else:
-    from cleaning import WmtError, _progress, clean, read_sgm, spm_encode, spm_train, summary, tokenize_file
-# WmtError and read_sgm are also imported from here (scripts/evaluate-wmt14.sh).
+from .cleaning import WmtError, clean, progress, spm_encode, spm_train, summary, tokenize_file
+from .testsets import bleu_summary, describe_split, find_test, split_compounds_file, write_reference
 
 
 # --------------------------------------------------------------------------- archives
@@ -69,7 +69,7 @@ def extract(archive: Path, out_dir: Path, patterns: Sequence[str], optional: boo
     matched: set[str] = set()
     written: list[Path] = []
     try:
-        with open(archive, "rb") as raw, _progress(
+        with open(archive, "rb") as raw, progress(
             total=archive.stat().st_size, large=100 << 20, unit="B", unit_scale=True, desc=f"extracting {archive.name}"
         ) as bar:
             with tarfile.open(fileobj=_CountingReader(raw, bar), mode="r|*") as tar:
@@ -145,37 +145,6 @@ def split_bitext(path: Path, columns: Sequence[str], out_dir: Path) -> list[Path
     return outs
 
 
-# --------------------------------------------------------------------------- test sets
-
-
-def test_set_names(name: str, src: str, tgt: str) -> list[tuple[str, str]]:
-    """(source file, target file) names that may hold test set ``name``, best first."""
-    s, t = src, tgt
-    return [
-        (f"{name}-{s}{t}-src.{s}.sgm", f"{name}-{s}{t}-ref.{t}.sgm"),  # one direction (newstest2018-ende-*)
-        (f"{name}-{t}{s}-src.{s}.sgm", f"{name}-{t}{s}-ref.{t}.sgm"),  # both directions (newstest2014-deen-*)
-        (f"{name}.{s}", f"{name}.{t}"),  # plain text (newstest2013.en)
-        (f"{name}-src.{s}.sgm", f"{name}-ref.{t}.sgm"),  # newstest2013-src.en.sgm
-    ]
-
-
-def find_test(name: str, src: str, tgt: str, dirs: Sequence[Path]) -> tuple[Path, Path]:
-    """The source and target files of test set ``name`` for ``src``-``tgt``,
-    searched recursively in ``dirs`` (earlier directories first); both files
-    come from the same naming scheme of :func:`test_set_names`."""
-    files: dict[str, Path] = {}
-    for d in dirs:
-        for root, _, names in sorted(os.walk(d)):
-            for n in sorted(names):
-                if n.startswith(name):
-                    files.setdefault(n, Path(root) / n)
-    for a, b in test_set_names(name, src, tgt):
-        if a in files and b in files:
-            return files[a], files[b]
-    tried = ", ".join(f"{a} + {b}" for a, b in test_set_names(name, src, tgt))
-    raise WmtError(f"test set {name} not found for {src}-{tgt}: no {tried} in {', '.join(map(str, dirs))}")
-
-
 # --------------------------------------------------------------------------- manifests
 
 
@@ -221,7 +190,7 @@ def _write_json(obj: dict, path: Path) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m fairseq_local.data.wmt", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python -m fairseq_local_data.wmt", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
 
     a = sub.add_parser("extract", help="copy matching archive members into a directory")
@@ -241,6 +210,24 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--src", required=True)
     a.add_argument("--tgt", required=True)
     a.add_argument("dirs", nargs="+", type=Path)
+
+    a = sub.add_parser("reference", help="write a test set's raw reference; print its file (nothing if absent)")
+    a.add_argument("name", help="e.g. newstest2014")
+    a.add_argument("--src", required=True)
+    a.add_argument("--tgt", required=True)
+    a.add_argument("--out", type=Path, required=True)
+    a.add_argument("dirs", nargs="+", type=Path)
+
+    a = sub.add_parser("describe-split", help="print the BPE method and test set name of a prepared split")
+    a.add_argument("--summary", type=Path, required=True, help="the summary.json of the prepared directory")
+    a.add_argument("--split", required=True)
+
+    a = sub.add_parser("split-compounds", help="split hyphenated compounds for tokenised BLEU")
+    a.add_argument("input", type=Path)
+    a.add_argument("output", type=Path)
+
+    a = sub.add_parser("bleu-summary", help="print NAME SCORE SIGNATURE of a sacreBLEU JSON result")
+    a.add_argument("result", type=Path)
 
     a = sub.add_parser("manifest", help="print NAME<TAB>SOURCE<TAB>TARGET per corpus of a manifest")
     a.add_argument("manifest", type=Path)
@@ -291,6 +278,16 @@ def main(argv: Sequence[str] | None = None) -> None:
             extract_corpus(args.archive, args.out_dir, args.stem, args.langs)
         elif args.cmd == "find-test":
             print("\n".join(map(str, find_test(args.name, args.src, args.tgt, args.dirs))))
+        elif args.cmd == "reference":
+            ref = write_reference(args.name, args.src, args.tgt, args.dirs, args.out)
+            if ref is not None:
+                print(ref)
+        elif args.cmd == "describe-split":
+            print(*describe_split(args.summary, args.split))
+        elif args.cmd == "split-compounds":
+            split_compounds_file(args.input, args.output)
+        elif args.cmd == "bleu-summary":
+            print(bleu_summary(args.result))
         elif args.cmd == "manifest":
             for name, s, t in read_manifest(args.manifest):
                 print(f"{name}\t{s}\t{t}")

@@ -1,7 +1,6 @@
-"""Seeded generator of an artificial parallel corpus (source -> target).
-
-Used to test and demo NMT training with local-attention Transformer encoders.
-Pure standard library; the same seed and sizes give byte-identical files.
+"""The synthetic language of :mod:`fairseq_local_data.synthetic`: a seeded
+bilingual lexicon, a source grammar, the target grammar it translates into,
+and the dependency tree of each source sentence.
 
 Lexicon
 -------
@@ -56,17 +55,12 @@ What the data tests
   number, act as attractors) separate the subject from its agreeing verb;
   (4) a sentence-initial source NEG/Q marker becomes a suffix (-ne/-ku) on
   the final target verb, so the first source token decides the last word.
-The target is a deterministic function of the source. All pairs in a corpus
-are distinct, so valid/test pairs never appear in train. Valid and test do
-not depend on the train size.
+The target is a deterministic function of the source.
 
-Gold source trees (--trees)
----------------------------
-With ``--trees`` the generator also writes {split}.{src}.conllu: one CoNLL-U
-sentence per line of {split}.{src}, with the same words, the lemma (a noun or
-verb without "-s"), UPOS, a few FEATS (Number on nouns, Person/Number on
-pronouns, PronType=Rel, Polarity=Neg), and Universal Dependencies heads and
-relations built alongside the tokens (the text files do not change):
+Dependency trees
+----------------
+Each source sentence comes with Universal Dependencies heads and relations,
+built alongside its tokens (:class:`Tree`):
     root        the main verb (aux: the past/future AUX on its verb)
     nsubj/obj   subject and object noun (or pronoun) on the verb
     det, amod   determiner and adjectives on their noun
@@ -84,11 +78,9 @@ relations built alongside the tokens (the text files do not change):
 """
 from __future__ import annotations
 
-import argparse
 import bisect
-import os
 import random
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 SRC_PHON = ("pbtdkgmnlrfvz", "aeiou", "nmlrk")  # onsets, vowels, codas (no "s")
 TGT_PHON = ("ptkhmnlrjwc", "aeiou", "nrlk")
@@ -101,7 +93,8 @@ FUNCTION = ("neg", "q", "and", "poss", "rel", "past", "fut")  # single words
 
 @dataclass
 class SyntheticConfig:
-    """Sizes and knobs of the synthetic corpus (split sizes are sentence pairs)."""
+    """Sizes and knobs of the synthetic language (its lexicon) and of a corpus
+    of it (split sizes are sentence pairs; :mod:`fairseq_local_data.synthetic`)."""
 
     seed: int = 1
     train: int = 20000
@@ -117,7 +110,7 @@ class SyntheticConfig:
     max_len: int = 40
 
 
-class _Lexicon:
+class Lexicon:
     """Bilingual lexicon derived from the seed and lexicon sizes only."""
 
     def __init__(self, cfg: SyntheticConfig) -> None:
@@ -164,7 +157,7 @@ class _Lexicon:
         return min(bisect.bisect(cum, rng.random() * cum[-1]), len(cum) - 1)
 
 
-class _Tree:
+class Tree:
     """Source words of a phrase with their dependency tree, built alongside the
     tokens. Rows are [form, lemma, upos, feats, head, deprel] with 0-based
     heads inside the phrase; the phrase's root has head -1 until attached."""
@@ -186,7 +179,7 @@ class _Tree:
         self.rows.append([form, lemma or form, upos, feats, head, rel])
         return len(self.rows) - 1
 
-    def attach(self, sub: _Tree, head: int, rel: str) -> int:
+    def attach(self, sub: Tree, head: int, rel: str) -> int:
         """Append sub's words, its root as (head, rel); returns the root's index."""
         off, root = len(self.rows), sub.root
         for i, (*cols, h, r) in enumerate(sub.rows):
@@ -201,19 +194,19 @@ class _Tree:
         return "\n".join(lines) + "\n"
 
 
-class _Grammar:
+class Grammar:
     """Generates one (source tokens, target tokens) pair at a time."""
 
-    def __init__(self, lex: _Lexicon, rng: random.Random) -> None:
+    def __init__(self, lex: Lexicon, rng: random.Random) -> None:
         self.lex, self.rng = lex, rng
 
-    def verb(self, person: int, plural: bool) -> tuple[_Tree, str, int]:
+    def verb(self, person: int, plural: bool) -> tuple[Tree, str, int]:
         """Return (source [AUX] VERB tree, target verb form, verb index)."""
         lex, rng = self.lex, self.rng
         v = lex.sample(rng, "verbs")
         vs, vt = lex.verbs[v]
         tense = rng.choices(("pres", "past", "fut"), (5, 3, 2))[0]
-        src = _Tree()
+        src = Tree()
         if tense == "pres":
             src.add(vs + "s" if (person == 3 and not plural) else vs, "VERB", lemma=vs)
         else:
@@ -221,7 +214,7 @@ class _Grammar:
             src.add(vs, "VERB")
         return src, vt + TENSE[tense] + PERSON[(person, plural)], v
 
-    def np(self, depth: int, simple: bool = False) -> tuple[_Tree, list, bool]:
+    def np(self, depth: int, simple: bool = False) -> tuple[Tree, list, bool]:
         """Noun phrase; returns (source tree, tgt, plural). depth bounds nesting."""
         lex, rng = self.lex, self.rng
         ns, nt = lex.nouns[lex.sample(rng, "nouns")]
@@ -231,7 +224,7 @@ class _Grammar:
         adjs = [lex.adjs[lex.sample(rng, "adjs")] for _ in range(k)]
         noun_s, noun_t = ns + ("s" if plural else ""), nt + ("ak" if plural else "")
         adjs_t = [a[1] + agr for a in reversed(adjs)]
-        src = _Tree()
+        src = Tree()
         if not simple and rng.random() < 0.12:  # possessive
             owner, ot, _ = self.np(0, simple=True)
             noun = len(owner.rows) + 1 + k
@@ -270,11 +263,11 @@ class _Grammar:
         src, tgt = self.sentence_tree()
         return src.words, tgt
 
-    def sentence_tree(self) -> tuple[_Tree, list]:
+    def sentence_tree(self) -> tuple[Tree, list]:
         """One pair: (source words with their dependency tree, target tokens)."""
         lex, rng = self.lex, self.rng
         r = rng.random()
-        subj = _Tree()
+        subj = Tree()
         if r < 0.2:  # pronoun subject, dropped in the target
             person, plural = rng.choice(list(PERSON))
             feats = f"Number={'Plur' if plural else 'Sing'}|Person={person}|PronType=Prs"
@@ -306,7 +299,7 @@ class _Grammar:
         if r < 0.24:
             key = "neg" if r < 0.12 else "q"
             mark_s, mark_t = key, ("ne" if key == "neg" else "ku")
-        src = _Tree()  # no random draws below
+        src = Tree()  # no random draws below
         verb = bool(mark_s) + len(subj.rows) + vsrc.root
         if mark_s == "neg":
             src.add(lex.func["neg"][0], "PART", verb, "advmod", feats="Polarity=Neg")
@@ -322,101 +315,3 @@ class _Grammar:
         src.add(".", "PUNCT", verb, "punct")
         tgt = subj_t + pp_t + obj_t + [vt + mark_t, "."]
         return src, tgt
-
-
-def _write_atomic(path: str, lines: list[str]) -> None:
-    tmp = f"{path}.tmp{os.getpid()}"  # same directory, so os.replace is atomic
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as f:
-            f.writelines(line + "\n" for line in lines)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def generate_corpus(cfg: SyntheticConfig, out_dir: str, src: str = "src",
-                    tgt: str = "tgt", trees: bool = False) -> dict:
-    """Write {split}.{src} / {split}.{tgt} for train, valid and test into out_dir,
-    and with ``trees`` the gold source trees {split}.{src}.conllu as well.
-
-    Valid and test are generated first (each from its own seeded stream) and
-    train last, all pairs globally distinct. Returns line counts per split.
-    """
-    if cfg.train <= 0 or cfg.valid < 0 or cfg.test < 0:
-        raise ValueError("train must be > 0, valid and test must be >= 0")
-    lex = _Lexicon(cfg)
-    seen: set[str] = set()
-    data: dict[str, tuple[list, list, list]] = {}
-    for split in ("valid", "test", "train"):
-        n = getattr(cfg, split)
-        gram = _Grammar(lex, random.Random(f"{split}:{cfg.seed}"))
-        srcs, tgts, parses, tries = [], [], [], 0
-        while len(srcs) < n:
-            tries += 1
-            if tries > 50 * n + 10000:
-                raise RuntimeError(f"could not generate {n} distinct {split} pairs")
-            tree, t = gram.sentence_tree()
-            if not cfg.min_len <= len(tree.rows) <= cfg.max_len:
-                continue
-            line = " ".join(tree.words)
-            if line in seen:  # target is a function of source
-                continue
-            seen.add(line)
-            srcs.append(line)
-            tgts.append(" ".join(t))
-            parses.append(tree)
-        data[split] = (srcs, tgts, parses)
-    os.makedirs(out_dir, exist_ok=True)
-    for split in ("train", "valid", "test"):
-        _write_atomic(os.path.join(out_dir, f"{split}.{src}"), data[split][0])
-        _write_atomic(os.path.join(out_dir, f"{split}.{tgt}"), data[split][1])
-        if trees:  # one CoNLL-U block per line of {split}.{src}, each ended by a blank line
-            _write_atomic(os.path.join(out_dir, f"{split}.{src}.conllu"),
-                          [tree.conllu(f"{split}-{k}") for k, tree in enumerate(data[split][2], 1)])
-    return {split: len(data[split][0]) for split in ("train", "valid", "test")}
-
-
-class _Parser(argparse.ArgumentParser):
-    """ArgumentParser whose errors are a single stderr line (exit status 2)."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
-
-
-def main(argv: list[str] | None = None) -> None:
-    """Command-line entry point."""
-    p = _Parser(description="Generate a synthetic parallel corpus.")
-    p.add_argument("--out-dir", required=True)
-    for f in fields(SyntheticConfig):
-        if f.name != "zipf":
-            p.add_argument("--" + f.name.replace("_", "-"), type=int, default=f.default)
-    p.add_argument("--zipf", type=float, default=SyntheticConfig.zipf)
-    p.add_argument("--src", default="src")
-    p.add_argument("--tgt", default="tgt")
-    p.add_argument("--trees", action="store_true",
-                   help="also write the gold source trees as {split}.{src}.conllu")
-    a = p.parse_args(argv)
-    if a.train <= 0:
-        p.error("--train must be positive")
-    if min(a.valid, a.test) < 0:
-        p.error("--valid and --test must be non-negative")
-    if min(a.nouns, a.adjectives, a.verbs, a.dets) <= 0 or a.preps < 2:
-        p.error("lexicon sizes must be positive (--preps at least 2)")
-    if a.src == a.tgt or not a.src or not a.tgt:
-        p.error("--src and --tgt must be distinct, non-empty suffixes")
-    if not 1 <= a.min_len <= a.max_len:
-        p.error("need 1 <= --min-len <= --max-len")
-    cfg = SyntheticConfig(**{f.name: getattr(a, f.name) for f in fields(SyntheticConfig)})
-    try:
-        counts = generate_corpus(cfg, a.out_dir, a.src, a.tgt, a.trees)
-    except OSError as e:
-        p.error(f"cannot write corpus to {a.out_dir}: {e}".replace("\n", " "))
-    except RuntimeError as e:
-        p.error(str(e))
-    print(" ".join(f"{k}={v}" for k, v in counts.items()) + f" pairs written to {a.out_dir}")
-
-
-if __name__ == "__main__":
-    main()

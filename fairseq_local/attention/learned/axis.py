@@ -1,0 +1,89 @@
+"""The axis selector of Adaptive Axis Attention (Wang et al. 2022, §4.2,
+Eq. 11–12): per token, a row and a column indicator, and the pattern
+B OR ``local-W`` they make."""
+
+import torch
+from torch import Tensor, nn
+
+from .noise import gumbel_sigmoid
+
+
+class AxisSelector(nn.Module):
+    """The FC layer of Adaptive Axis Attention (Eq. 11): token
+    representation (d) -> a row logit and a column logit."""
+
+    def __init__(self, embed_dim: int) -> None:
+        super().__init__()
+        self.fc = nn.Linear(embed_dim, 2)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Xavier-uniform weights, zero bias (so that a fresh selector is
+        not biased towards rows or columns); RoBERTa models call it again
+        after fairseq's ``init_bert_params``."""
+        nn.init.xavier_uniform_(self.fc.weight)
+        nn.init.zeros_(self.fc.bias)
+
+    def indicators(self, x: Tensor, tau: float) -> Tensor:
+        """x (T, B, d) -> (2, B, T) float32: I_r and I_c, exactly 0/1.  Training: the
+        straight-through Gumbel-sigmoid sample (Eq. 11); evaluation: 1[logit > 0].
+
+        The FC layer reads ``x`` without back-propagating into it: through
+        C·(1 − B), C = −1e4, the straight-through gradient is ~1e4 times the
+        task's, and flowing into the residual stream it would compound layer
+        by layer (a gradient norm of ~1e18 after 12 layers)."""
+        logits = self.fc(x.detach()).permute(2, 1, 0)  # (2, B, T)
+        if not self.training:
+            return (logits > 0).float()
+        return gumbel_sigmoid(logits, tau, hard=True)
+
+    @staticmethod
+    def pattern(ind: Tensor, local: Tensor) -> Tensor:
+        """B (Eq. 12) OR ``local``: 1 − (1 − B)(1 − L).
+
+        Args:
+            ind: (2, B, T) indicators.  local: bool (B, T, S) or (T, S).
+        Returns: (B, T, S), 0/1 for 0/1 indicators."""
+        r, c = ind[0].unsqueeze(-1), ind[1].unsqueeze(-2)
+        axis = r + c - r * c
+        return torch.where(local, torch.ones_like(axis), axis)
+
+    @staticmethod
+    def pattern_count(ind: Tensor, real: Tensor, window: int) -> Tensor:
+        """|B OR local-W| over each sentence's real pairs (|M| of Eq. 9 for
+        Eq. 12), from the indicators alone, in O(B·T).
+
+        With r, c the indicators zeroed at padding, n real tokens and
+        L_i = {j : |i − j| ≤ W} among them (|L^j| = |L_j|, L is symmetric):
+
+            |B| = |L| + Σ_i r_i (n − |L_i|) + Σ_j c_j (n − |L_j|)
+                  − (Σ_i r_i)(Σ_j c_j) + Σ_i r_i Σ_{j ∈ L_i} c_j,
+
+        the sum of r_i + c_j − r_i·c_j over the real pairs outside L, plus |L|.
+        It is the same polynomial in (r, c) as the dense sum, so value and
+        gradient equal those of ``(pattern(ind, local) * real_pairs).sum()``.
+
+        Args:
+            ind: (2, B, T) indicators I_r, I_c.
+            real: (B, T) bool, True at real tokens (contiguous, as fairseq pads).
+            window: W of ``local-W``.
+        Returns: (B,) float32.
+        """
+        mask = real.float()
+        r, c = ind.float().unbind(0)
+        r, c = r * mask, c * mask  # (B, T)
+        n = mask.sum(-1, keepdim=True)  # (B, 1)
+        row = _window_sum(mask, window)  # |L_i| at real i, (B, T)
+        local = (row * mask).sum(-1)
+        outside = ((r + c) * (n - row)).sum(-1)
+        both = r.sum(-1) * c.sum(-1) - (r * _window_sum(c, window)).sum(-1)
+        return local + outside - both
+
+
+def _window_sum(x: Tensor, window: int) -> Tensor:
+    """(B, T) -> (B, T): Σ_{|j − i| ≤ window} x_j at every i (by a cumulative sum)."""
+    T = x.shape[-1]
+    w = min(window, T)
+    cum = torch.nn.functional.pad(x.cumsum(-1), (1, 0))  # cum[k] = Σ_{j<k} x_j, (B, T + 1)
+    i = torch.arange(T, device=x.device)
+    return cum[..., (i + w + 1).clamp(max=T)] - cum[..., (i - w).clamp(min=0)]

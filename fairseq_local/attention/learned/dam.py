@@ -1,0 +1,150 @@
+"""SparseBERT's Differentiable Attention Mask (Shi et al. 2021, §3.1, §4.1,
+Algorithm 1, Eq. 3–5): the α of one DAM head and the mask M(α) it samples."""
+
+from typing import Optional
+
+import torch
+from torch import Tensor, nn
+
+from ..context import memoised
+from ..masks import MaskSpecError
+from .noise import gumbel_noise_difference, gumbel_sigmoid
+
+DAM_ESTIMATORS = ("hard", "soft")
+
+
+class DamMask(nn.Module):
+    """α of one DAM head (SparseBERT, Eq. 3–5), shared by the layers that use it.
+
+    ``dam-u``: α is the upper triangle (i ≤ j) of a ``max_len``×``max_len``
+    matrix, mirrored so that α_ij = α_ji.  ``dam-s``: α has one entry per
+    offset |i − j| < ``max_len``, so M_ij = M_{i+k,j+k}; the first and last
+    real tokens' rows and columns are always 1.
+
+    Args:
+        structured: ``dam-s`` (True) or ``dam-u``.
+        max_len: the longest sentence the mask covers.
+        init, init_std: α ~ N(init, init_std²) at the start (the authors'
+            code: 1e-3·randn, P ≈ 0.5).
+        estimator: ``hard`` (straight-through, the authors' code) or ``soft``.
+        noise: False trains with P = sigmoid(α), no Gumbel noise (the
+            importance analysis of SparseBERT §3.1).
+
+    The noise of an update is this module's own state, drawn by
+    :meth:`resample` once per training forward pass (entering the encoder's
+    :func:`~fairseq_local.attention.context.attention_context` draws it):
+    every layer that shares this α then uses the same noise, as one mask M(α)
+    per update, and a layer recomputed in the backward pass
+    (``--checkpoint-activations``) uses it again.
+    """
+
+    def __init__(self, structured: bool, max_len: int, init: float = 0.0, init_std: float = 0.0,
+                 estimator: str = "hard", noise: bool = True) -> None:
+        super().__init__()
+        if estimator not in DAM_ESTIMATORS:
+            raise ValueError(f"DAM estimator must be one of {DAM_ESTIMATORS}, not {estimator!r}")
+        self.structured = structured
+        self.max_len = max_len
+        self.estimator = estimator
+        self.use_noise = noise
+        size = max_len if structured else max_len * (max_len + 1) // 2
+        self.alpha = nn.Parameter(torch.randn(size) * init_std + init)
+        self.noise: Optional[Tensor] = None  # this update's G1 − G2, one per α
+
+    def resample(self) -> None:
+        """Draw new Gumbel noise G1 − G2 for every α (shared along diagonals
+        for ``dam-s``, symmetric for ``dam-u``), float32."""
+        self.noise = gumbel_noise_difference(self.alpha.shape, self.alpha.device)
+
+    def index(self, i: Tensor, j: Tensor) -> Tensor:
+        """The α index of each position pair (i, j ≥ 0, broadcast): |i − j| for
+        ``dam-s``; the row-major upper-triangle index of (min, max) for ``dam-u``."""
+        if self.structured:
+            return (i - j).abs()
+        a, b = torch.minimum(i, j), torch.maximum(i, j)
+        return a * self.max_len - a * (a - 1) // 2 + (b - a)
+
+    def values(self, idx: Tensor, tau: float) -> Tensor:
+        """M at α indices ``idx``.  Training: the Gumbel-sigmoid sample of
+        this update (hard or soft, see the class), or P = sigmoid(α) without
+        noise (0/1 forward with P's gradient under ``hard``); evaluation:
+        1[α > 0].  Float32 whatever α's dtype."""
+        alpha = self.alpha[idx].float()
+        if not self.training:
+            return (alpha > 0).float()
+        hard = self.estimator == "hard"
+        if not self.use_noise:
+            return gumbel_sigmoid(alpha, 1.0, torch.zeros_like(alpha), hard)
+        if self.noise is None or self.noise.shape != self.alpha.shape:
+            self.resample()
+        return gumbel_sigmoid(alpha, tau, self.noise[idx], hard)
+
+    def l1(self, tau: float) -> Tensor:
+        """‖M‖₁ of the whole ``max_len``×``max_len`` mask of this update: the
+        L1 term of SparseBERT Eq. 5 as the authors' code computes it
+        (``torch.norm(mask, p=1)`` over the full mask, not per sentence), in
+        float32 (max_len² entries: fp16 would overflow at max_len ~256)."""
+        m = self.values(torch.arange(self.alpha.numel(), device=self.alpha.device), tau)
+        L = self.max_len
+        if not self.structured:  # each off-diagonal α stands for (i, j) and (j, i)
+            diag = self.index(torch.arange(L, device=m.device), torch.arange(L, device=m.device))
+            return 2 * m.sum() - m[diag].sum()
+        # dam-s: the ends (4L − 4 entries) are 1; offset k occurs 2(L − 2 − k)
+        # times inside them (L − 2 times for k = 0).
+        inner = max(L - 2, 0)
+        k = torch.arange(inner, device=m.device)
+        counts = torch.where(k == 0, inner, 2 * (inner - k)).to(m.dtype)
+        return (m[:inner] * counts).sum() + (L * L - inner * inner)
+
+    def matrix(self, n: int, what: str = "hard") -> Tensor:
+        """The (n, n) mask of a sentence of n tokens, detached: ``hard`` =
+        1[α > 0] (evaluation), ``prob`` = P = sigmoid(α) (SparseBERT, Eq. 3).
+        For ``dam-s`` the first and last rows and columns are 1."""
+        pos = torch.arange(n, device=self.alpha.device)
+        i, j = pos[:, None], pos[None, :]
+        alpha = self.alpha.detach()[self.index(i, j)]
+        m = (alpha > 0).float() if what == "hard" else torch.sigmoid(alpha)
+        if self.structured:
+            m = torch.where((i == 0) | (j == 0) | (i == n - 1) | (j == n - 1), torch.ones_like(m), m)
+        return m
+
+    def gather(self, pos_q: Tensor, pos_k: Tensor, tau: float, source: Optional[Tensor] = None) -> Tensor:
+        """Each sentence's mask at its real positions.
+
+        Args:
+            pos_q, pos_k: (B, T) / (B, S) real positions, −1 at padding.
+            source: the (B, T) padding mask the positions were made from
+                (None: no padding).  Within one forward pass (the context's
+                memo, :func:`~fairseq_local.attention.context.memoised`),
+                calls with the same source share one gather (compared by
+                identity: no read of the device).
+        Returns:
+            (B, T, S): M (see :meth:`values`); 0 at padding; for ``dam-s`` 1
+            on the first and last real tokens' rows and columns.
+        """
+        key = ("dam", id(self), tau, self.training, torch.is_grad_enabled(), tuple(pos_q.shape),
+               tuple(pos_k.shape))
+        return memoised(key, source, lambda: self._gather(pos_q, pos_k, tau))
+
+    def _gather(self, pos_q: Tensor, pos_k: Tensor, tau: float) -> Tensor:
+        T, S = pos_q.shape[-1], pos_k.shape[-1]
+        if max(T, S) > self.max_len:  # the padded length: a host int, no device read
+            raise MaskSpecError(
+                f"a batch of {max(T, S)} positions is longer than the DAM mask's "
+                f"maximum length {self.max_len} (--dam-max-len)"
+            )
+        n = pos_k.amax(-1, keepdim=True).unsqueeze(-1) + 1  # (B, 1, 1)
+        i, j = pos_q.unsqueeze(-1), pos_k.unsqueeze(-2)
+        real = (i >= 0) & (j >= 0)
+        if self.structured:
+            # dam-s by offset: M of each offset |i − j| once, then one (T, S) gather shared by the
+            # batch (fairseq pads contiguously, so index offsets are position offsets)
+            span = max(T, S)
+            values = self.values(torch.arange(span, device=pos_q.device), tau)
+            d = (torch.arange(T, device=pos_q.device)[:, None] - torch.arange(S, device=pos_q.device)).abs()
+            out = values[d]
+            ends = (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
+            out = torch.where(ends, torch.ones_like(out), out)
+        else:
+            out = self.values(self.index(i.clamp(min=0), j.clamp(min=0)), tau)
+        return out * real

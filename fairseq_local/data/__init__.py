@@ -1,1 +1,0 @@
-"""Data utilities for fairseq-local (synthetic corpora for tests and demos)."""
