@@ -46,14 +46,11 @@ import functools
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Dict, Hashable, Iterable, Iterator, List, Optional, TypeVar
+from typing import Any, Callable, Dict, Hashable, Iterable, Iterator, List, Optional, TypeVar
 
 from torch import Tensor, nn
 
 from ..errors import OptionError
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .penalties import AttentionRecord
 
 ATTN_IMPLS = ("auto", "dense", "window", "flex")  # the paths, as --attn-impl names them
 T = TypeVar("T")
@@ -114,7 +111,7 @@ class AttentionContext:
     """The state of the attention layers for the forward pass that runs in it
     (see the module docstring): ``records``, ``capture``, ``impl`` and ``memo``."""
 
-    records: Optional[List["AttentionRecord"]] = None
+    records: Optional[List[Any]] = None  # AttentionRecord (penalties.py) per layer call
     capture: Optional[AttentionCapture] = None
     impl: Optional[str] = None
     memo: Optional[Dict[Hashable, Any]] = None

@@ -31,6 +31,8 @@ def error_classes():
     found = {}
     for package in (fairseq_local, fairseq_local_data):
         for info in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if info.name.endswith(".__main__"):  # a program, run on import
+                continue
             module = importlib.import_module(info.name)
             for name, cls in inspect.getmembers(module, inspect.isclass):
                 if cls.__module__ == info.name and issubclass(cls, BaseException) and name.endswith("Error"):
@@ -83,12 +85,14 @@ def python(code: str) -> subprocess.CompletedProcess:
      "error: --attn-layout: bad token\n"),
     ("raise WmtError('missing archive: x.tgz')", "error: missing archive: x.tgz\n"),
 ])
+@pytest.mark.slow  # starts a process
 def test_the_excepthook_prints_a_one_line_error_and_exits_1(raise_line, stderr):
     r = python("import fairseq_local\nfrom fairseq_local.errors import OptionError\n"
                f"from fairseq_local_data.cleaning import WmtError\n{raise_line}")
     assert (r.returncode, r.stdout, r.stderr) == (1, "", stderr)
 
 
+@pytest.mark.slow  # starts a process
 def test_the_excepthook_passes_other_errors_to_the_previous_hook():
     r = python("import sys\nsys.excepthook = lambda t, e, tb: print('previous hook:', e, file=sys.stderr)\n"
                "import fairseq_local\nfrom fairseq_local.errors import InputError\n"

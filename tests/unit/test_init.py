@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import fairseq_local
 from helpers import ENV, ROOT
 
@@ -28,6 +30,7 @@ def python(code: str) -> subprocess.CompletedProcess:
     return r
 
 
+@pytest.mark.slow  # starts a process
 def test_the_import_adds_three_filters_and_the_hook_and_changes_no_logger():
     r = python("import json, logging, sys, warnings\n" + STATE + """
 import fairseq  # fairseq's own import configures the root logger (logging.basicConfig)
@@ -55,6 +58,7 @@ print(json.dumps([data, plugin]))
     assert "UserWarning: 'pin_memory' argument is set as true but no accelerator is found (the program's" in r.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_fairseqs_import_time_info_line_is_held_back_only_during_the_import():
     r = python("import json, logging, sys, warnings\n" + STATE + "import fairseq_local\nprint(json.dumps(state()))")
     assert r.stderr == ""  # fairseq's "Please install tensorboardX" INFO line

@@ -53,6 +53,7 @@ def run_main(argv, capsys) -> str:
     return capsys.readouterr().out
 
 
+@pytest.mark.slow  # starts a process
 def test_kernels_table(capsys):
     threads = torch.get_num_threads()
     out = run_main(KERNELS, capsys)
@@ -73,6 +74,7 @@ def test_kernels_table(capsys):
     assert "not measured" not in out
 
 
+@pytest.mark.slow  # starts a process
 def test_kernels_other_impls_and_failing_paths(capsys, monkeypatch):
     """A path that fails is shown as '-' with its reason, the others measured."""
     import fairseq_local.cli.benchmark.kernels as kernels
@@ -102,6 +104,7 @@ def test_kernels_other_impls_and_failing_paths(capsys, monkeypatch):
             "auto at every row: RuntimeError: no such path.") in out
 
 
+@pytest.mark.slow  # starts a process
 def test_kernels_in_bf16_on_the_cpu(capsys):
     """--dtype bf16: the layer, its inputs and gradients in bfloat16; every path
     measured, and within bf16's rounding of the dense path."""
@@ -140,6 +143,7 @@ def test_cuda_without_a_device_from_the_command_line():
     assert len(errors) == 1 and errors[0].startswith("error: --device cuda: no CUDA device available ("), r.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_train_table(capsys):
     out = run_main(TRAIN, capsys)
     assert out.startswith("**train**: ") and "the _with_sparsity criteria" in out.splitlines()[0]
@@ -157,6 +161,7 @@ def test_train_table(capsys):
     assert "- RoBERTa n=8: d=768, 1 layer of 12 heads, 1 sentence of 8 tokens a batch, masked LM." in out
 
 
+@pytest.mark.slow  # starts a process
 def test_generate_table(capsys):
     out = run_main(GENERATE, capsys)
     assert out.startswith("**generate**: ") and "beam 2" in out.splitlines()[0]
@@ -166,6 +171,7 @@ def test_generate_table(capsys):
     assert rows[0][3] == "1.000" and number(rows[1][2]) > 0 and number(rows[1][3]) > 0
 
 
+@pytest.mark.slow  # starts a process
 def test_markdown_appends_every_table(tmp_path, capsys):
     path = tmp_path / "bench.md"
     path.write_text("# earlier\n")

@@ -129,6 +129,7 @@ def test_benchmark_unwritable_markdown_is_one_line(tmp_path, capsys, case):
         assert line == f"error: --markdown: No such file or directory: folder '{target.parent}' (of '{target}')"
 
 
+@pytest.mark.slow  # starts a process
 def test_benchmark_markdown_never_appends_to_a_checkpoint_or_binary(stock_path, tmp_path, capsys):
     before = digest([stock_path])
     status, _, err = run_command(capsys, ["benchmark", *KERNEL, "--markdown", stock_path, "--force"])

@@ -57,6 +57,7 @@ def one_line_error(r, text):
     assert r.stderr.startswith("error: ") and text in r.stderr, r.stderr
 
 
+@pytest.mark.slow  # starts a process
 def test_cli_errors_are_one_line(tmp_path):
     one_line_error(run(["fairseq-local", "glue", "evaluate", "--task", "RTE", "--checkpoint", "x.pt",
                         "--data", str(tmp_path), "--glue-dir", str(tmp_path)], check=False), "no prepared RTE data")
@@ -78,6 +79,7 @@ def test_evaluate_takes_one_checkpoint_or_a_runs_folder(args, text, capsys):
     assert e.value.code == 2 and err.startswith("error: ") and text in err and err.count("\n") == 1, err
 
 
+@pytest.mark.slow  # starts a process
 def test_prepare_rejects_a_glue_folder_with_a_missing_task(tmp_path):
     glue_fake.make_fake_glue(str(tmp_path / "g"), ["SST-2", "CoLA"], rows=10)
     (tmp_path / "dict.txt").write_text("a 1\n")
@@ -111,6 +113,7 @@ def fake_checkpoint(path, **model):
     return str(path)
 
 
+@pytest.mark.slow  # starts a process
 def test_finetune_takes_arch_layout_and_positions_from_the_checkpoint(tmp_path):
     data = fake_bin(tmp_path / "SST-2-bin", 64)
     ckpt = fake_checkpoint(tmp_path / "c.pt", arch="roberta_band6", max_positions=128,
@@ -129,6 +132,7 @@ def test_finetune_takes_arch_layout_and_positions_from_the_checkpoint(tmp_path):
         assert r.returncode != 0 and r.stderr.strip() == message
 
 
+@pytest.mark.slow  # starts a process
 def test_finetune_recipes(tmp_path):
     rte = fake_bin(tmp_path / "RTE-bin", 2490)
     ckpt = fake_checkpoint(tmp_path / "c.pt", arch="roberta_local_base", max_positions=512)
@@ -158,6 +162,7 @@ def test_finetune_recipes(tmp_path):
     assert opts["--aaa-alpha-updates"] == "0" and opts["--max-update"] == "100"
 
 
+@pytest.mark.slow  # starts a process
 def test_finetune_errors_are_one_line(tmp_path):
     data = fake_bin(tmp_path / "RTE-bin", 10)
     base = ["bash", "scripts/finetune-glue.sh", "--save-dir", "s", "--dry-run"]

@@ -157,6 +157,7 @@ def test_outputs_checked_then_replaced_only_when_ours(tiny, tmp_path, capsys):
     assert status == 0, err  # a folder holding the checkpoint: fine, no output is the checkpoint
 
 
+@pytest.mark.slow  # starts a process
 def test_example_longer_than_the_model_is_one_line(tiny, tmp_path, capsys):
     w, _, ckpt = tiny
     data = binarise(w, "long", long_row=3)  # (dev.tsv line 4: the header, then rows 1-3)

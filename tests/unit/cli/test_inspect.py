@@ -199,6 +199,7 @@ def test_tokenisers(tmp_path, capsys):
         one_line_error(err, message)
 
 
+@pytest.mark.slow  # starts a process
 def test_machine(capsys):
     from fairseq_local.cli.benchmark.timing import machine
 

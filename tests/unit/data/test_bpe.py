@@ -42,6 +42,7 @@ def gpt2_dir(tmp_path_factory) -> Path:
     return dest
 
 
+@pytest.mark.slow  # starts a process
 def test_gpt2_hello_world(gpt2_dir):
     enc, bpe = gpt2_files(gpt2_dir)
     assert (enc.name, bpe.name) == ("encoder.json", "vocab.bpe")
@@ -99,6 +100,7 @@ def test_gpt2_encoder_gives_the_ids_of_fairseqs_and_decodes_them(gpt2_dir):
     assert [ours.decode([i]) for i in range(len(ref.encoder))] == [ref.decode([i]) for i in range(len(ref.encoder))]
 
 
+@pytest.mark.slow  # starts a process
 def test_gpt2_folder_is_the_argument_or_the_environment_variable(gpt2_dir, tmp_path, monkeypatch):
     missing = "no folder of GPT-2's encoder.json and vocab.bpe: give one, or set $FAIRSEQ_LOCAL_GPT2_BPE"
     monkeypatch.delenv(GPT2_DIR_ENV, raising=False)
@@ -115,6 +117,7 @@ def test_gpt2_folder_is_the_argument_or_the_environment_variable(gpt2_dir, tmp_p
     assert r.returncode == 1 and r.stderr == f"error: {missing}\n"
 
 
+@pytest.mark.slow  # starts a process
 def test_gpt2_wrong_checksum_is_one_line(tmp_path):
     (tmp_path / "encoder.json").write_text(json.dumps({"Hello": 15496}))
     (tmp_path / "vocab.bpe").write_text("#version: 0.2\n")
@@ -145,6 +148,7 @@ def spm_model(tmp_path_factory) -> Path:
     return d / "spm.model"
 
 
+@pytest.mark.slow  # starts a process
 def test_sentencepiece_round_trip(spm_model):
     import sentencepiece as spm
 

@@ -84,6 +84,7 @@ def test_fake_labels_follow_from_the_text(fake):
         assert 0.0 <= float(y) <= 5.0
 
 
+@pytest.mark.slow  # starts a process
 def test_fake_is_deterministic_and_has_its_commands(tmp_path, fake):
     glue_fake.make_fake_glue(str(tmp_path / "api"), ["RTE"], rows=50, eval_rows=20)
     # the demo's command, and the stand-in's own module
@@ -126,6 +127,7 @@ def test_qqp_malformed_rows_are_dropped_and_mrpc_bom_is_read(tmp_path):
     assert glue.read_rows(str(tmp_path), glue.TASKS["MRPC"], "dev") == [["1", "1", "2", "a", "b"]]
 
 
+@pytest.mark.slow  # starts a process
 def test_missing_task_folder_or_file_is_a_one_line_error(tmp_path, fake):
     with pytest.raises(glue.GlueError, match="has no task folder 'RTE'"):
         glue.check(str(tmp_path), ["RTE"])
@@ -189,6 +191,7 @@ GLUE_TEXT = ["He said the foodservice pie business doesn 't fit the company 's l
 
 @pytest.mark.skipif(not all((GPT2_DIR / f).is_file() for f in ("encoder.json", "vocab.bpe")),
                     reason="GPT-2's encoder.json/vocab.bpe not in data-bin/gpt2-bpe")
+@pytest.mark.slow  # starts a process
 def test_gpt2_bpe_is_fairseqs_gpt2bpe(tmp_path):
     """--bpe gpt2 gives the ids of fairseq's GPT2BPE (what RoBERTa's hub
     interface encodes with), through the API and through the encode command

@@ -53,12 +53,14 @@ def files(folder: Path) -> dict:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.slow  # starts a process
 def test_the_blocker_refuses_fairseq_and_the_plugin():
     for module in ("fairseq_local.cli.main", "fairseq_cli.preprocess"):
         r = blocked(module, "--help", check=False)
         assert r.returncode == 1 and "is blocked: the data tools run without it" in r.stderr, r.stderr[-2000:]
 
 
+@pytest.mark.slow  # starts a process
 def test_every_module_imports_without_fairseq():
     package = Path(fairseq_local_data.__file__).parent
     assert MODULES == sorted(f"fairseq_local_data.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__")
@@ -73,12 +75,14 @@ def test_the_tools_are_the_documented_ones():
         "bert_corpus", "bpe", "glue", "glue_fake", "standins", "synthetic", "wmt"]
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.parametrize("module", TOOLS)
 def test_help(module):
     r = blocked(module, "--help")
     assert r.stdout.startswith(f"usage: python -m {module} ") and r.stderr == "", r.stdout[:200]
 
 
+@pytest.mark.slow  # starts a process
 def test_synthetic_corpus(tmp_path):
     sizes = dict(train=30, valid=5, test=5, nouns=20, adjectives=5, verbs=5, preps=2, dets=2, seed=4)
     r = blocked("fairseq_local_data.synthetic", "--out-dir", tmp_path / "cli", "--trees",
@@ -88,6 +92,7 @@ def test_synthetic_corpus(tmp_path):
     assert files(tmp_path / "cli") == files(tmp_path / "api") and len(files(tmp_path / "api")) == 9
 
 
+@pytest.mark.slow  # starts a process
 def test_standins_and_the_bert_corpus_split(tmp_path):
     small = dict(articles=3, duplicates=1, redirects=1, books=2, chapters=1, paragraphs=2)
     blocked("fairseq_local_data.standins", "--out", tmp_path / "s", *[f"--{k}={v}" for k, v in small.items()])
@@ -102,6 +107,7 @@ def test_standins_and_the_bert_corpus_split(tmp_path):
     assert (tmp_path / "cli" / "train.txt").read_text().count("\n\n") == 0  # 2 distinct books: 1 train, 1 valid
 
 
+@pytest.mark.slow  # starts a process
 def test_glue_stand_in_check_extract_and_encode(tmp_path):
     blocked("fairseq_local_data.glue", "fake", "--out", tmp_path / "glue", "--tasks", "RTE", "--rows", "8")
     blocked("fairseq_local_data.glue_fake", "--out", tmp_path / "again", "--tasks", "RTE", "--rows", "8")
@@ -117,6 +123,7 @@ def test_glue_stand_in_check_extract_and_encode(tmp_path):
     assert (tmp_path / "work" / "train.input0").read_text().splitlines() == [" ".join(x.split()) for x in raw]
 
 
+@pytest.mark.slow  # starts a process
 def test_wmt_tokenise_clean_and_split_compounds(tmp_path):
     (tmp_path / "c.en").write_text("Hello, world!\nA well-known fact.\nx\n")
     (tmp_path / "c.de").write_text("Hallo, Welt!\nEine bekannte Tatsache.\ny y y y\n")
@@ -132,6 +139,7 @@ def test_wmt_tokenise_clean_and_split_compounds(tmp_path):
     assert (tmp_path / "s.en").read_text() == "Hello , world !\nA well ##AT##-##AT## known fact .\n"
 
 
+@pytest.mark.slow  # starts a process
 def test_bpe_sentencepiece_and_gpt2(tmp_path):
     (tmp_path / "train.txt").write_text("the cat sat on the mat .\nthe dog sat on the log .\n" * 40)
     blocked("fairseq_local_data.bpe", "spm-train", "--input", tmp_path / "train.txt", "--model-prefix",

@@ -33,6 +33,7 @@ def test_same_seed_gives_byte_identical_files_and_another_seed_different_ones(tm
         assert (a / n).read_bytes() != (c / n).read_bytes(), n
 
 
+@pytest.mark.slow  # starts a process
 def test_script_output_does_not_depend_on_the_process_or_hash_seed(tmp_path):
     """Two runs of the script under different PYTHONHASHSEEDs write the same
     files as generate_corpus in this process."""

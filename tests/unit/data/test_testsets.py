@@ -132,6 +132,7 @@ def test_split_compounds_as_get_ende_bleu(tmp_path):
     assert (tmp_path / "out").read_text().splitlines() == [testsets.split_compounds(s) for s in LINES]
 
 
+@pytest.mark.slow  # starts a process
 @pytest.mark.skipif(shutil.which("perl") is None, reason="no perl")
 def test_split_compounds_agrees_with_the_perl_of_get_ende_bleu():
     """tensor2tensor's get_ende_bleu.sh: perl -ple 's{(\\S)-(\\S)}{$1 ##AT##-##AT## $2}g' after

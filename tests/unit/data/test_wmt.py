@@ -299,6 +299,7 @@ def test_main_input_errors_are_one_line_with_status_1(tmp_path, capsys, args, me
     assert err.startswith(message.format(d=tmp_path)) and err.count("\n") == 1, err
 
 
+@pytest.mark.slow  # starts a process
 def test_command_line_as_the_scripts_run_it(tmp_path):
     """``python -m fairseq_local_data.wmt``, as the pipeline scripts run it."""
     r = run([*WMT, "--help"])

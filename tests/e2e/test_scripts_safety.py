@@ -11,6 +11,8 @@ import pytest
 from helpers import TINY, run, train
 from helpers.probes import digest, one_line_error
 
+pytestmark = pytest.mark.slow  # runs the scripts and commands as processes
+
 UPDATES = ["--max-update", "10", "--no-epoch-checkpoints"]
 
 
@@ -53,8 +55,6 @@ def unchanged_tree(root: Path):
 
 
 # ------------------------------------------------------------------ train.sh
-
-
 def test_train_resolves_config_names_and_refuses_unknown_ones(dict_only, tmp_path):
     save = tmp_path / "run"
     r = script("train.sh", "--data", dict_only, "--arch", "f", "--save-dir", save, "--dry-run")
@@ -65,8 +65,6 @@ def test_train_resolves_config_names_and_refuses_unknown_ones(dict_only, tmp_pat
         refused(script("train.sh", "--data", dict_only, "--arch", "zz", "--save-dir", save, *dry),
                 "no configuration 'zz'")
     assert not save.exists()
-
-
 @pytest.mark.parametrize("case", ["proc", "file", "under_file", "data", "holds_data"])
 def test_train_refuses_bad_save_dirs(dict_only, places, tmp_path, case):
     save = {"data": dict_only, "holds_data": tmp_path, **places}[case]
@@ -127,8 +125,6 @@ def glue_bin(path: Path, rows: int = 64) -> Path:
     (path / "input0" / "dict.txt").write_text("a 1\n")
     (path / "input0" / "train.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQ", 1, 4, rows) + b"\x00" * 8)
     return path
-
-
 def test_finetune_refuses_a_translation_checkpoint(tmp_path):
     data = glue_bin(tmp_path / "SST-2-bin")
     nmt = fake_checkpoint(tmp_path / "nmt.pt", "translation", arch="transformer_local_8lochead_all6")
@@ -136,8 +132,6 @@ def test_finetune_refuses_a_translation_checkpoint(tmp_path):
         refused(script("finetune-glue.sh", "--data", data, "--save-dir", tmp_path / "s", "--checkpoint", nmt, *dry),
                 f"'{nmt}' is a translation checkpoint (arch transformer_local_8lochead_all6), not a RoBERTa model")
     assert not (tmp_path / "s").exists()
-
-
 def test_finetune_builds_the_checkpoints_model_size(tmp_path):
     data = glue_bin(tmp_path / "SST-2-bin")
     ckpt = fake_checkpoint(tmp_path / "small.pt", "masked_lm", arch="roberta_band6", max_positions=128,
@@ -150,8 +144,6 @@ def test_finetune_builds_the_checkpoints_model_size(tmp_path):
     assert opts["--encoder-layers"] == "2" and opts["--encoder-embed-dim"] == "32"
     assert opts["--encoder-ffn-embed-dim"] == "64" and opts["--encoder-attention-heads"] == "4"
     assert opts["--max-positions"] == "128" and opts["--arch"] == "roberta_band6"
-
-
 @pytest.mark.parametrize("case", ["proc", "file", "under_file", "data", "ckpt_in_save"])
 def test_finetune_refuses_bad_save_dirs(tmp_path, places, case):
     data = glue_bin(tmp_path / "SST-2-bin")
@@ -171,8 +163,6 @@ def test_finetune_refuses_bad_save_dirs(tmp_path, places, case):
                                            ("--warmup", "1.5")])
 def test_pretrain_bad_numbers_name_their_option(option, value):
     refused(script("pretrain-bert.sh", "roberta_band6", option, value, "--dry-run"), f"{option} must be", value)
-
-
 def test_pretrain_refuses_bad_save_dirs(tmp_path, places):
     data = tmp_path / "corpus"
     data.mkdir()
@@ -183,8 +173,6 @@ def test_pretrain_refuses_bad_save_dirs(tmp_path, places):
 
 
 # ------------------------------------------------- --bpe-model checks
-
-
 def test_non_utf8_bpe_models_are_one_line(tmp_path):
     bad = tmp_path / "bad.model"
     bad.write_bytes(b"\xff\xfe\x00not a model\xc3")
@@ -212,8 +200,6 @@ def test_non_utf8_bpe_models_are_one_line(tmp_path):
 
 
 # ---------------------------------------------- output folders of the other scripts
-
-
 def test_prepare_and_binarize_outputs(tmp_path, places):
     raw, wmt_raw, glue, books, dict_txt = (tmp_path / n for n in ("raw", "wmt-raw", "glue", "books.zip", "dict.txt"))
     for folder in (raw, wmt_raw, glue / "RTE", tmp_path / "o" / "bpe"):
@@ -241,8 +227,6 @@ def test_prepare_and_binarize_outputs(tmp_path, places):
     refused(script("prepare-bert-corpus.sh", "--gutenberg", books, "--out", tmp_path, "--bpe", "gpt2",
                    "--srcdict", dict_txt), "dict.txt")  # OUT/dict.txt would be the --srcdict
     assert digest([tmp_path]) == before
-
-
 def test_evaluate_outputs(tmp_path, places):
     runs = tmp_path / "runs"
     (runs / "RTE").mkdir(parents=True)
@@ -260,8 +244,6 @@ def test_evaluate_outputs(tmp_path, places):
     for run_dir in (wmt, wmt / "tok"):
         refused(script("evaluate-wmt14.sh", "en-de", run_dir, "--data", wmt), "give another output path")
     assert digest([tmp_path]) == before
-
-
 def test_analyze_outputs(tmp_path, places):
     run_dir = tmp_path / "run"
     run_dir.mkdir()
@@ -279,8 +261,6 @@ def test_analyze_outputs(tmp_path, places):
     refused(script("analyze.sh", run_dir, "--data", data, "--text", bias_in, "--out", bias_in.parent),
             "one of the outputs")
     assert digest([tmp_path]) == {**before, **digest([bias_in])}
-
-
 def test_sweeps_refuse_bad_runs_roots(tmp_path, places):
     for root in places.values():
         refused(script("sweep-wmt14.sh", "en-de", "--configs", "a", "--runs-root", root, "--dry-run"), str(root))
@@ -294,9 +274,6 @@ def nmt_run(tiny_data, tmp_path_factory) -> Path:
     save = tmp_path_factory.mktemp("safety-runs") / "f"
     train(tiny_data, "transformer_local_8lochead_all6", save, *UPDATES)
     return save
-
-
-@pytest.mark.slow
 def test_train_refuses_to_resume_another_arch(nmt_run, tiny_data):
     files = [nmt_run / n for n in ("checkpoint_last.pt", "checkpoint_best.pt", "command.sh", "train.log")]
     before = digest(files)
@@ -305,9 +282,6 @@ def test_train_refuses_to_resume_another_arch(nmt_run, tiny_data):
     refused(r, f"cannot resume '{nmt_run}/checkpoint_last.pt' as another model",
             "--arch transformer_local_8lochead_all6 vs transformer_local_baseline")
     assert digest(files) == before
-
-
-@pytest.mark.slow
 def test_train_refuses_a_truncated_checkpoint(nmt_run, tiny_data, tmp_path):
     save = tmp_path / "run"
     save.mkdir()
@@ -316,9 +290,6 @@ def test_train_refuses_a_truncated_checkpoint(nmt_run, tiny_data, tmp_path):
     r = script("train.sh", "--data", tiny_data, "--arch", "f", "--save-dir", save, "--", *TINY, "--max-update", "20")
     refused(r, f"cannot resume from '{save}/checkpoint_last.pt'", "move it away")
     assert digest([save]) == before
-
-
-@pytest.mark.slow
 def test_analyze_redoes_every_step_whose_inputs_changed(nmt_run, tmp_path):
     out = tmp_path / "analysis"
     args = ["--out", out, "--hta-sentences", "4", "--hta-max-len", "14", "--no-input"]

@@ -10,6 +10,8 @@ import pytest
 from fairseq_local_data import glue, glue_fake
 from helpers import USER_DIR, run
 
+pytestmark = pytest.mark.slow  # runs the scripts and commands as processes
+
 TINY = ["--encoder-layers", "2", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
         "--encoder-attention-heads", "2", "--num-workers", "0", "--seed", "1"]
 
@@ -33,9 +35,6 @@ def prepared(tmp_path_factory):
     r = run(["bash", "scripts/prepare-glue.sh", "--glue-dir", str(w / "glue"), "--src-dict",
              str(w / "pt-bin" / "dict.txt"), "--bpe", "none", "--out", str(w / "bin"), "--workers", "1"])
     return w, r.stderr
-
-
-@pytest.mark.slow
 def test_prepared_tasks_load_in_fairseqs_sentence_prediction(prepared):
     from fairseq.tasks.sentence_prediction import SentencePredictionConfig, SentencePredictionTask
 
@@ -92,9 +91,6 @@ def finetune(w, name, checkpoint, save, options, fairseq_options=()):
     return run(["bash", "scripts/finetune-glue.sh", "--data", str(w / "bin" / f"{name}-bin"), "--save-dir", str(save),
                 "--checkpoint", str(checkpoint), "--cpu", "--max-positions", "64", *options,
                 "--", *fairseq_options, *TINY])
-
-
-@pytest.mark.slow
 def test_finetuned_tiny_model_beats_the_majority_class(prepared, pretrained):
     w, _ = prepared
     save = w / "runs" / "SST-2"
@@ -116,9 +112,6 @@ def test_finetuned_tiny_model_beats_the_majority_class(prepared, pretrained):
     neg = glue_fake._Text(1, __import__("random").Random(0)).neg
     agree = sum((p.split("\t")[1] == "0") == (s.split()[0] == neg) for p, s in zip(sub[1:], test))
     assert agree >= 80
-
-
-@pytest.mark.slow
 def test_mnli_and_stsb_reports_and_submissions(prepared, pretrained):
     """MNLI: matched and mismatched metrics, MNLI-m/MNLI-mm/AX files with
     label strings; STS-B: regression, Pearson/Spearman, scores in [0, 5]."""
