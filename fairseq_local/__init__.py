@@ -8,7 +8,7 @@ give it no later hook, so the import also does what those commands need for
 this plugin, and nothing else:
 
 * checkpoints: fairseq.checkpoint_utils (only) loads with weights_only=False, which torch >= 2.6 needs for them.
-* ``sys.excepthook``: a :class:`~fairseq_local.errors.OneLineError` is one ``error:`` line; others go to the old hook.
+* ``sys.excepthook``: a :class:`~fairseq_local.errors.OneLineError` is one ``error:`` line; others go to the previous hook.
 * Hydra's deprecation warnings are ignored: fairseq's Hydra 1.0 calls print a page of them at the start of each run.
 * torch's "pinned memory needs an accelerator" warning is ignored: fairseq asks for it on CPUs too (before any error).
 

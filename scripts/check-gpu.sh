@@ -42,10 +42,10 @@ trap 'rm -f "$BODY"' EXIT
 FAILED=0
 
 # cuda_status : "ok" or the one-line reason why there is no CUDA device.
-cuda_status() { fairseq-local inspect --machine --field cuda 2> /dev/null || echo "torch cannot be imported"; }
+cuda_status() { fairseq-local inspect --machine --field cuda 2> /dev/null || echo "unknown (fairseq-local inspect --machine failed)"; }
 
 # machine : one line describing the GPU (if any), the CPU and torch.
-machine() { fairseq-local inspect --machine --field machine 2> /dev/null || echo "unknown (torch cannot be imported)"; }
+machine() { fairseq-local inspect --machine --field machine 2> /dev/null || echo "unknown (fairseq-local inspect --machine failed)"; }
 
 # pytest_summary LOG : pytest's last summary line ("3 passed, 2 skipped in 4.1s").
 pytest_summary() {

@@ -66,4 +66,4 @@ else
 fi
 require_parallel "$OUT/$SUBSET.hyp" "$OUT/$SUBSET.ref"
 sacrebleu "$OUT/$SUBSET.ref" -i "$OUT/$SUBSET.hyp" -m bleu -w 2 > "$OUT/$SUBSET.bleu.json"
-log "$(bleu_summary "$OUT/$SUBSET.bleu.json")"
+log "$(python -m fairseq_local_data.wmt bleu-summary "$OUT/$SUBSET.bleu.json")"

@@ -117,14 +117,6 @@ require_parallel() {
   [ "$a" = "$b" ] || die "parallel files differ in length: $1 has $a lines, $2 has $b"
 }
 
-# bleu_summary FILE : "NAME SCORE SIGNATURE" of a sacreBLEU JSON file
-# (sacrebleu -m bleu, its default output: one key per line).
-bleu_summary() {
-  awk -F'"' '/^ *"(name|signature)": "/ { v[$2] = $4 }
-    /^ *"score": / { s = $0; sub(/^[^:]*: */, "", s); sub(/,$/, "", s); v["score"] = s }
-    END { print v["name"], v["score"], v["signature"] }' "$1"
-}
-
 # require_pair PAIR : PAIR is a WMT'14 pair this project prepares (en-de, en-ru).
 require_pair() {
   case "$1" in
@@ -216,15 +208,6 @@ check_out_dir() {
   while [ ! -e "$up" ]; do up="$(dirname "$up")"; done
   [ -d "$up" ] || die "$what '$dir' is under '$up', which is a file, not a folder"
   [ -w "$up" ] || die "$what '$dir' cannot be created: '$up' is not writable"
-}
-
-# check_out_file FILE [WHAT] : FILE can be written (its folder exists or can be
-# created, see check_out_dir) and is not a folder.
-check_out_file() {
-  local file="$1" what="${2:-output file}"
-  [ -n "$file" ] || die "empty $what path"
-  [ ! -d "$file" ] || die "$what '$file' is a folder"
-  check_out_dir "$(dirname -- "$file")" "folder of the $what '$file'"
 }
 
 # check_apart OUT INPUT... : die if the output path OUT is an INPUT, is inside
@@ -330,7 +313,7 @@ train_run() {
   if [[ "$max" =~ ^[1-9][0-9]*$ ]] && [ -f "$save/checkpoint_last.pt" ]; then
     trained="$(checkpoint_updates "$save/checkpoint_last.pt")" || exit 1
     if [ "$trained" -ge "$max" ]; then
-      log "skip: $name already at update $max ($save/checkpoint_last.pt)"
+      log "skip: $name already at update $trained of $max ($save/checkpoint_last.pt)"
       return 0
     fi
   fi

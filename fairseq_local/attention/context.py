@@ -34,7 +34,10 @@ backward pass, after the encoder's context has closed, and the recomputation
 must see the noise of the forward pass.  Entering a context with
 ``sample_noise=modules`` (the encoders do it for a training forward) draws it:
 once per distinct mask of those modules, in the order they first appear, before
-anything else of the forward pass uses the random generator.
+anything else of the forward pass uses the random generator.  The
+recomputation runs under whatever context is open when the backward pass
+runs (on CUDA, none): a caller that captures or overrides the path should
+finish the backward pass of checkpoint-wrapped layers outside its context.
 
 Process-wide caches.  Tensors that depend only on a length, a mask and a
 device (index tensors, fixed masks, pair-count tables, compiled kernels) are
@@ -140,7 +143,8 @@ def attention_context(*, records: Optional[bool] = _INHERIT, capture: Optional[A
             ``window``, ``flex``), or None for each layer's own ``--attn-impl``.
         memo: True: a fresh per-forward memo; False: none.
         sample_noise: attention modules whose DAM masks draw this update's
-            Gumbel noise now (a training forward; see the module docstring).
+            Gumbel noise now (a training forward; see the module docstring);
+            a new draw also starts a fresh memo unless ``memo`` is given.
     Yields the context entered.
     """
     if impl is not _INHERIT and impl is not None and impl not in ATTN_IMPLS:
@@ -155,8 +159,11 @@ def attention_context(*, records: Optional[bool] = _INHERIT, capture: Optional[A
     if memo is not _INHERIT:
         changes["memo"] = {} if memo else None
     # One draw per distinct DAM mask, in first-use order (masks may be shared by layers).
-    for mask in {id(d): d for m in sample_noise for d in getattr(m, "dam", ())}.values():
+    drawn = {id(d): d for m in sample_noise for d in getattr(m, "dam", ())}.values()
+    for mask in drawn:
         mask.resample()
+    if drawn and memo is _INHERIT:  # what the memo holds was gathered with the previous noise
+        changes["memo"] = {}
     ctx = replace(current(), **changes)
     token = _CURRENT.set(ctx)
     try:

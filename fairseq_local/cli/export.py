@@ -42,6 +42,7 @@ from ..attention import DamMask
 from ..attention.layout import HeadSpec, LayerSpec, LayoutError, format_layout, parse_layout
 from ..attention.learned import DamSpec
 from ..attention.masks import MASK_FILE_FORMAT, FileMask, write_mask_file
+from ..attention.masks.file import check_masks
 from .common import command_parser
 
 DETAILS = """\
@@ -242,6 +243,7 @@ def write(args, masks: Dict[str, dict], **info: object) -> None:
     to ``--out`` and, with ``--png``, its figure (drawn before either file is
     written): both go to temporary files first and are renamed into place
     only when both are written, so a failure leaves the old files as they were."""
+    check_masks(args.out, masks)  # its errors name --out, not the temporary file
     fig = figure(masks, f"{args.checkpoint} ({info['method']})") if args.png else None
     try:
         with outputs.atomic_path(args.out) as out_tmp:

@@ -2,7 +2,8 @@
 
 Each command is a module of :mod:`fairseq_local.cli` with a ``main(argv)``,
 imported only when that command runs (so ``fairseq-local --help`` stays
-fast); ``python -m fairseq_local.cli.<command>`` runs the same parser.  A
+fast); ``python -m fairseq_local.cli.<module>`` runs the same parser
+(the module of ``attention`` is ``dump``; see :data:`~fairseq_local.cli.common.COMMANDS`).  A
 command's :class:`~fairseq_local.errors.OneLineError` (also behind fairseq's
 bare ``Exception``) and any file error are printed as one ``error:`` line
 with exit status 1.

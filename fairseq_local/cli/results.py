@@ -104,7 +104,7 @@ def existing(paths: Sequence[Path]) -> List[Path]:
     return [p for p in paths if p.exists()]
 
 
-def _checkpoint_info(run: Path) -> Dict[str, str]:
+def checkpoint_info(run: Path) -> Dict[str, str]:
     for name in CHECKPOINTS:
         path = run / name
         if path.exists():
@@ -179,7 +179,7 @@ def collect(runs_dir: Path, order: Optional[List[str]] = None) -> List[Dict[str,
         paper = {c.letter: c for c in NMT_CONFIGS if c.letter}.get(name)
         row["config"] = f"({name}) {paper.name}" if paper else name
         if run.is_dir():
-            for part in (_checkpoint_info(run), _log_info(run), _bleu(run)):
+            for part in (checkpoint_info(run), _log_info(run), _bleu(run)):
                 row.update(part)
         rows.append(row)
     return rows

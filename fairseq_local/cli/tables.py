@@ -19,7 +19,7 @@ from typing import Dict, List, Optional
 from .. import outputs
 from ..models.archs import NMT_CONFIGS, get_config
 from .common import command_parser
-from .results import CHECKPOINTS, _checkpoint_info, bleu_score, existing, table_outputs, write_table
+from .results import CHECKPOINTS, checkpoint_info, bleu_score, existing, table_outputs, write_table
 
 PAIRS = ("en-de", "en-ru")
 COLUMNS = ["config", "paper name", "arch", "attn weights",
@@ -71,7 +71,7 @@ def row(runs_root: Path, name: str) -> Dict[str, str]:
         out["config"] = name
     for pair in PAIRS:  # arch and weight count from the first run that has a checkpoint
         run = runs_root / f"wmt14_{pair}" / name
-        info = _checkpoint_info(run) if run.is_dir() else {}
+        info = checkpoint_info(run) if run.is_dir() else {}
         if info:
             out.update(info)
             break

@@ -22,6 +22,7 @@ import logging
 import os
 from typing import Any, Dict, List, Mapping, Optional
 
+from ..checkpoint_compat import EXTRA_STATE
 from ..errors import ResumeError
 from ..attention.layout import format_layout, parse_layout
 from ..attention.learned import DamSpec, LearnedMask
@@ -29,7 +30,6 @@ from ..attention.masks import FileMask
 from ..attention.config import attention_config, resolved
 
 logger = logging.getLogger(__name__)
-EXTRA_STATE = "_extra_state"
 # Option names as a user types them, for messages.
 FLAGS = {"arch": "--arch", "attn_layout": "--attn-layout", "mask_mode": "--mask-mode",
          "mask_neg": "--mask-neg", "dam_max_len": "--dam-max-len", "dam_per_layer": "--dam-per-layer",

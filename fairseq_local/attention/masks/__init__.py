@@ -49,7 +49,7 @@ kind                        allowed (i, j)
 ``A+B+...``                 the union of the parts (Adaptive Axis Attention, Eq. 8)
 ==========================  ===================================================
 
-``global`` alone still means no mask.  ``local``, ``diagonal``, ``no-diag``,
+``global`` alone means no mask.  ``local``, ``diagonal``, ``no-diag``,
 ``logsparse`` and ``strided`` depend on j − i only (:attr:`HeadMask.relative`;
 ``A+B+...`` is relative iff all its parts are, and global iff any part is); the
 others depend on the positions themselves (pad positions −1 are never

@@ -135,6 +135,8 @@ class HeadMask:
 
     def __str__(self) -> str:
         raise NotImplementedError
+
+
 @cached(maxsize=8192)
 def _pair_count(mask: HeadMask, n: int) -> int:
     return mask._count_pairs(n)

@@ -26,7 +26,7 @@ converted: windows, offsets, counts, strides and position sets at most
 :data:`MAX_PARAM` (a million positions, far beyond any sequence a model
 reads, so a larger value would mean the same mask; the bound keeps the
 offset arithmetic of the dense, window and flex paths inside int32 and
-exact in float32, where ``band-99999999999999999999`` overflowed), seeds at
+exact in float32, where ``band-99999999999999999999`` would overflow), seeds at
 most :data:`MAX_SEED` (int64), ``file-L.H`` at most :data:`MAX_LAYER_HEAD`.
 """
 

@@ -29,6 +29,7 @@ from .registry import int_params, no_params, register_mask_kind, seed_param
 SYNC_FREE_MAX_LEN = 512
 HOST_READS_ARE_FREE = ("cpu",)  # device types where a seeded rule may read the lengths on the host
 
+
 def _draw(seed: int, n: int, what: str, population: int, k: int, rows: int = 1) -> torch.Tensor:
     """Seeded draw: (rows, min(k, population)) long; each row holds distinct
     indices drawn uniformly from range(population).  The torch.Generator is

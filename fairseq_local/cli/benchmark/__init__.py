@@ -21,6 +21,7 @@ import warnings
 from pathlib import Path
 from typing import Optional, Sequence
 
+from ...attention.config import ATTN_IMPLS, MASK_MODES
 from ..common import command_parser
 
 # Kernel sizes beyond which no row can run: the inputs alone of n = 65536 at
@@ -30,7 +31,6 @@ MAX_HEADS = 1024
 MAX_HEAD_DIM = 1024
 MAX_BATCH = 1024
 LEVELS = ("kernels", "train", "generate")
-IMPLS = ("auto", "dense", "window", "flex")
 DEVICES = ("cpu", "cuda")
 DTYPES = ("fp32", "fp16", "bf16")
 
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--warmup", type=_positive(int, 0), default=1, metavar="W",
                    help="untimed rounds first (default 1)")
     g.add_argument("--threads", type=_positive(int), metavar="N", help="torch threads (default: torch's)")
-    g.add_argument("--attn-impl", choices=IMPLS, default="auto",
+    g.add_argument("--attn-impl", choices=ATTN_IMPLS, default="auto",
                    help="attention path of the models of train and generate (default auto)")
     g.add_argument("--seed", type=int, default=0, help="seed of the inputs, weights and round orders (default 0)")
     g.add_argument("--vocab", type=_positive(int, 10), default=3000, metavar="V",
@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--batch", type=_positive(int), default=1, metavar="B", help="sentences (default 1)")
     k.add_argument("--cases", nargs="+", choices=list(KERNEL_CASES), default=list(KERNEL_CASES), metavar="CASE",
                    help="of: " + " ".join(KERNEL_CASES) + " (default all)")
-    k.add_argument("--impls", nargs="+", choices=IMPLS, default=["auto", "dense"], metavar="IMPL",
+    k.add_argument("--impls", nargs="+", choices=ATTN_IMPLS, default=["auto", "dense"], metavar="IMPL",
                    help="attention paths of the layer timed in each case; the first one also gets the core "
                         "×SDPA column and the tied/untied ratio (default auto dense)")
     k.add_argument("--device", choices=DEVICES, default="cpu",
@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="sizes of --nmt-sizes at which the --learned-archs are also measured (default demo)")
     t.add_argument("--learned-archs", nargs="*", default=list(LEARNED_ARCHS), metavar="KEY",
                    help="default dam_s dam_u aaa head_gates")
-    t.add_argument("--mask-mode", choices=("post", "pre"), help="mask mode of every NMT config (default: the arch's)")
+    t.add_argument("--mask-mode", choices=MASK_MODES, help="mask mode of every NMT config (default: the arch's)")
     t.add_argument("--max-tokens", type=_positive(int, 40), default=4096, metavar="N",
                    help="NMT target tokens a batch (default 4096)")
     t.add_argument("--steps", type=_positive(int), default=4, metavar="S",

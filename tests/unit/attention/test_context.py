@@ -182,6 +182,23 @@ def test_entering_a_training_context_draws_the_noise_as_the_encoder_did():
     assert torch.equal(untouched, torch.rand(3))
 
 
+def test_a_new_noise_draw_starts_a_fresh_memo():
+    """What a memo holds was gathered with the noise of its draw: entering a
+    context that draws new noise does not inherit the enclosing memo (unless
+    one is given), and a context that draws nothing does."""
+    enc = build_encoder("transformer_local", dict(SMALL, attn_layout="[dam-s,global,global,global]*6",
+                                                  encoder_attention_heads=4)).train()
+    modules = enc.attention_modules()
+    with attention_context(memo=True) as outer:
+        outer.memo["x"] = 1
+        with attention_context(sample_noise=modules) as drawn:
+            assert drawn.memo == {} and drawn.memo is not outer.memo
+        with attention_context(sample_noise=modules, memo=False) as none:
+            assert none.memo is None
+        with attention_context(sample_noise=()) as same:
+            assert same.memo is outer.memo
+
+
 def test_cached_functions_are_cleared_together():
     calls = []
 

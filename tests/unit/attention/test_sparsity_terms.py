@@ -31,7 +31,7 @@ def encoder_terms(enc, lengths, train=True):
 def test_records_exist_only_inside_a_forward_pass():
     attn = make_attention(["aaa", "dam-s", "band-1", "global:gate"], embed_dim=D).train()
     x = torch.randn(5, 2, D)
-    attn(x)  # outside a recording: nothing is kept anywhere
+    attn(x)  # outside a context with records: nothing is kept anywhere
     assert current().records is None
     assert not any(hasattr(attn, name) for name in ("stats", "last_axis", "collect_stats"))
     with attention_context(records=True) as outer:
