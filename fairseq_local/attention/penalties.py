@@ -39,6 +39,7 @@ from .learned import AxisSelector, scale_grad
 from .masks.base import constant, pair_count_table
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .gates import HeadGates
     from .module import LocalMultiheadAttention
 
 
@@ -103,7 +104,7 @@ class SparsityTerms:
 
 
 def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
-                   records: Sequence[AttentionRecord]) -> SparsityTerms:
+                   records: Sequence[AttentionRecord], gates: Sequence["HeadGates"] = ()) -> SparsityTerms:
     """The sparsity terms of ``modules`` (the model's attention layers, in
     order) after the forward pass that produced ``records``.
 
@@ -111,13 +112,15 @@ def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
     (``dam_l1`` and ``gate_penalty`` pick the conventions).  The penalties
     and counts are float32 whatever the model's dtype or autocast (a pair
     count above 65,504 is inf in fp16); the logging values are read back to
-    the host once, at the end."""
+    the host once, at the end.  ``gates`` are further gated layers outside
+    ``modules`` (the decoder's, Voita et al. 2019 §6): they join the L0 term
+    as layers of their own."""
     terms = SparsityTerms(modules=modules, records=records)
     if not modules:
         return terms
     device = modules[0].out_proj.weight.device
     with _no_autocast(device):
-        log = _terms(cfg, modules, records, terms)
+        log = _terms(cfg, modules, records, terms, gates)
     tensors = [k for k, v in log.items() if isinstance(v, Tensor)]
     if tensors:  # one read of the device for all logging values
         values = torch.stack([log[k].detach().float().reshape(()) for k in tensors]).tolist()
@@ -135,7 +138,7 @@ def _no_autocast(device: torch.device):
 
 
 def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[AttentionRecord],
-           terms: SparsityTerms) -> Dict[str, object]:
+           terms: SparsityTerms, gates: Sequence["HeadGates"] = ()) -> Dict[str, object]:
     """Fills ``terms``' penalties; returns the logging values (tensors or numbers)."""
     log: Dict[str, object] = {}
     terms.num_updates = modules[0].num_updates
@@ -173,7 +176,7 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
     if aaa_count:
         terms.aaa_rho = aaa_rho / aaa_count
         log["aaa_rho_sum"], log["aaa_count"] = aaa_rho.detach(), float(aaa_count)
-    gated = [m.gates for m in modules if m.gates is not None]
+    gated = [m.gates for m in modules if m.gates is not None] + list(gates)
     if gated:
         per_layer = [g.l0().sum() for g in gated]
         terms.gate = sum(per_layer) / (len(per_layer) if cfg.gate_penalty == "layer-mean" else 1)
