@@ -21,12 +21,16 @@ layers of H gates each, ``--gate-lambda λ`` under ``layer-mean`` equals
 """
 
 import math
-from typing import Union
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor, nn
 
+from ..errors import OptionError
+
 GATE_PENALTIES = ("sum", "layer-mean")
+# The decoder's attention types that ``--decoder-gates`` can gate (Voita et al. 2019 §6).
+DECODER_GATE_KINDS = ("self", "cross")
 GATE_PRESETS = {
     "louizos": dict(gate_beta=2 / 3, gate_init="3.0", gate_penalty="sum"),
     "voita": dict(gate_beta=0.33, gate_init="glorot", gate_penalty="layer-mean"),
@@ -41,6 +45,19 @@ def parse_gate_init(text: Union[str, float]) -> Union[str, float]:
         return float(text)
     except ValueError:
         raise ValueError(f"gate init must be a number or 'glorot', not {text!r}") from None
+
+
+def parse_decoder_gates(text: Optional[str]) -> Tuple[str, ...]:
+    """``--decoder-gates``: a comma list of ``self`` and ``cross`` (empty or
+    None: no decoder gates); an :class:`OptionError` (one line) otherwise."""
+    if text is None or str(text).strip() in ("", "none"):
+        return ()
+    kinds = tuple(dict.fromkeys(p.strip() for p in str(text).split(",")))
+    bad = [k for k in kinds if k not in DECODER_GATE_KINDS]
+    if bad:
+        raise OptionError(f"--decoder-gates takes a comma list of {' and '.join(DECODER_GATE_KINDS)} "
+                          f"(or 'none'), not {bad[0]!r}")
+    return kinds
 
 
 class HeadGates(nn.Module):

@@ -20,7 +20,7 @@ import argparse
 import hashlib
 import logging
 import os
-from typing import Any, Dict, List, Mapping, Optional
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..checkpoint_compat import EXTRA_STATE
 from ..errors import ResumeError
@@ -28,13 +28,15 @@ from ..attention.layout import format_layout, parse_layout
 from ..attention.learned import DamSpec, LearnedMask
 from ..attention.masks import FileMask
 from ..attention.config import attention_config, resolved
+from ..attention.gates import parse_decoder_gates
 
 logger = logging.getLogger(__name__)
 # Option names as a user types them, for messages.
 FLAGS = {"arch": "--arch", "attn_layout": "--attn-layout", "mask_mode": "--mask-mode",
          "mask_neg": "--mask-neg", "dam_max_len": "--dam-max-len", "dam_per_layer": "--dam-per-layer",
          "dam_estimator": "--dam-estimator", "dam_no_noise": "--dam-no-noise", "gate_beta": "--gate-beta",
-         "gate_gamma": "--gate-gamma", "gate_zeta": "--gate-zeta", "mask_file": "--mask-file (contents)"}
+         "gate_gamma": "--gate-gamma", "gate_zeta": "--gate-zeta", "mask_file": "--mask-file (contents)",
+         "decoder_gates": "--decoder-gates"}
 
 
 def _getter(cfg: Any):
@@ -56,14 +58,15 @@ def _file_digest(path: Optional[str]) -> str:
 def model_signature(cfg: Any) -> Dict[str, str]:
     """The options that define a model's encoder attention, as strings:
     always the arch, layout (canonical) and mask mode; the DAM options with
-    DAM heads, C with learned masks, the hard-concrete constants with gated
-    heads, and the mask file's digest with ``file`` heads.  ``cfg`` is a
+    DAM heads, C with learned masks, the decoder's gated attention types
+    (``--decoder-gates``), the hard-concrete constants with gated heads, and the mask file's digest with ``file`` heads.  ``cfg`` is a
     fairseq model config (namespace, omegaconf or dict) with arch defaults
     applied."""
     get = _getter(cfg)
     arch = str(get("arch", None) or get("_name", None) or "-")
+    decoder_gates = ",".join(parse_decoder_gates(get("decoder_gates", None)))
     if not get("attn_layout", None):
-        return {"arch": arch}
+        return {"arch": arch, **({"decoder_gates": decoder_gates} if decoder_gates else {})}
     options = resolved(attention_config(argparse.Namespace(**{k: get(k, None) for k in FLAGS})))
     layout = parse_layout(get("attn_layout"))
     heads = [h for layer in layout for h in layer.heads]
@@ -75,7 +78,9 @@ def model_signature(cfg: Any) -> Dict[str, str]:
                                  or get("max_positions", None) or "-")
     if any(isinstance(h.mask, LearnedMask) for h in heads):
         names.append("mask_neg")
-    if any(h.gated for h in heads):
+    if decoder_gates:
+        sig["decoder_gates"] = decoder_gates
+    if any(h.gated for h in heads) or decoder_gates:
         names += ["gate_beta", "gate_gamma", "gate_zeta"]
     sig.update({name: str(getattr(options, name)) for name in names})
     if any(isinstance(h.mask, FileMask) for h in heads):
@@ -125,3 +130,25 @@ def saved_signature(state_dict: Mapping[str, Any], prefix: str) -> Optional[Dict
     """The signature an encoder at ``prefix`` saved in ``state_dict``, or None."""
     extra = state_dict.get(prefix + EXTRA_STATE)
     return dict(extra["signature"]) if isinstance(extra, Mapping) and "signature" in extra else None
+
+
+def sync_learned(state_dict: dict, own: dict, prefix: str, keys: Sequence[str]) -> Tuple[int, int]:
+    """Make ``state_dict``'s learned tensors (layer keys under ``prefix``
+    holding one of ``keys``) those of a model whose own state is ``own``
+    (unprefixed): drop the ones the model lacks, add its initial values of
+    the ones the checkpoint lacks.  Returns (dropped, added)."""
+    own = {prefix + k: v for k, v in own.items()}
+
+    def learned(key: str) -> bool:
+        return key.startswith(prefix + "layers.") and any(p in key for p in keys)
+
+    dropped = [k for k in state_dict if learned(k) and k not in own]
+    added = [k for k in own if learned(k) and k not in state_dict]
+    for k in dropped:
+        del state_dict[k]
+    for k in added:
+        state_dict[k] = own[k]
+    if dropped or added:
+        logger.info(f"checkpoint: dropped {len(dropped)} and initialised {len(added)} "
+                    f"learned-mask/gate tensors that the two models do not share")
+    return len(dropped), len(added)

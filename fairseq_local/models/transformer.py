@@ -33,7 +33,9 @@ from ..attention.masks import FileMask
 from ..attention.config import LEARNED_KEYS, add_attention_args, attention_config, resolved, set_attention_defaults
 from ..attention.penalties import SparsityTerms, sparsity_terms
 from .archs import NAMED_ARCHS
-from .resume import EXTRA_STATE, check_resume, model_signature, saved_signature
+from ..attention.gates import parse_decoder_gates
+from .decoder import GatedTransformerDecoder
+from .resume import EXTRA_STATE, check_resume, model_signature, saved_signature, sync_learned
 
 logger = logging.getLogger(__name__)
 
@@ -118,21 +120,8 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         model, Voita et al. 2019 and Adaptive Axis Attention)."""
         super().upgrade_state_dict_named(state_dict, name)
         prefix = f"{name}." if name else ""
-        own = {prefix + k: v for k, v in self.state_dict().items()}
-        state_dict.setdefault(prefix + EXTRA_STATE, own[prefix + EXTRA_STATE])  # saved before signatures
-
-        def learned(key: str) -> bool:
-            return key.startswith(prefix + "layers.") and any(p in key for p in self.LEARNED_KEYS)
-
-        dropped = [k for k in state_dict if learned(k) and k not in own]
-        added = [k for k in own if learned(k) and k not in state_dict]
-        for k in dropped:
-            del state_dict[k]
-        for k in added:
-            state_dict[k] = own[k]
-        if dropped or added:
-            logger.info(f"checkpoint: dropped {len(dropped)} and initialised {len(added)} "
-                        f"learned-mask/gate tensors that the two models do not share")
+        state_dict.setdefault(prefix + EXTRA_STATE, self.state_dict()[EXTRA_STATE])  # saved before signatures
+        sync_learned(state_dict, self.state_dict(), prefix, self.LEARNED_KEYS)
 
     def train(self, mode: bool = True) -> "LocalTransformerEncoder":
         """As nn.Module's; refuses in one line to train where a chosen path has
@@ -151,8 +140,10 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         out["sparsity"] = ctx.records
         return out
 
-    def sparsity_terms(self, records) -> SparsityTerms:
-        return sparsity_terms(self.attention_cfg, self.attention_modules(), records)
+    def sparsity_terms(self, records, gates=()) -> SparsityTerms:
+        """The terms of this encoder's ``records``; ``gates``: further gated
+        layers (the decoder's) that join the L0 term."""
+        return sparsity_terms(self.attention_cfg, self.attention_modules(), records, gates)
 
 
 @register_model("transformer_local")
@@ -163,6 +154,10 @@ class LocalTransformerModel(TransformerModel):
     def add_args(cls, parser) -> None:
         super().add_args(parser)
         add_attention_args(parser)
+        parser.add_argument("--decoder-gates", metavar="KINDS", default=None,
+                            help="hard-concrete gates on every head of the decoder's self-attention "
+                                 "and/or encoder-decoder attention: a comma list of self and cross "
+                                 "(Voita et al. 2019 §6); the --gate-* options apply")
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
@@ -173,6 +168,21 @@ class LocalTransformerModel(TransformerModel):
                         f"its DAM/file masks cover: fairseq skips longer training sentences and refuses "
                         f"longer validation ones unless --skip-invalid-size-inputs-valid-test")
         return encoder
+
+    @classmethod
+    def build_decoder(cls, cfg, tgt_dict, embed_tokens):
+        """fairseq's decoder, with head gates where ``--decoder-gates`` asks
+        (:mod:`fairseq_local.models.decoder`)."""
+        kinds = parse_decoder_gates(getattr(cfg, "decoder_gates", None))
+        if not kinds:
+            return super().build_decoder(cfg, tgt_dict, embed_tokens)
+        tcfg = TransformerConfig.from_namespace(cfg)
+        return GatedTransformerDecoder(tcfg, tgt_dict, embed_tokens, kinds, resolved(attention_config(cfg)),
+                                       no_encoder_attn=tcfg.no_cross_attention)
+
+    def decoder_gates(self) -> list:
+        """The decoder's head gates (:class:`~fairseq_local.attention.gates.HeadGates`), in layer order."""
+        return self.decoder.head_gates() if isinstance(self.decoder, GatedTransformerDecoder) else []
 
     def load_state_dict(self, state_dict, strict: bool = True, model_cfg=None, args=None):
         """As fairseq's, refusing to resume another model (:mod:`..resume`)."""
@@ -192,8 +202,9 @@ class LocalTransformerModel(TransformerModel):
         return x, extra
 
     def get_sparsity_terms(self, net_output) -> SparsityTerms:
-        """The encoder's sparsity terms for the forward pass that gave ``net_output``."""
-        return self.encoder.sparsity_terms(net_output[1].get("sparsity", []))
+        """The encoder's sparsity terms for the forward pass that gave
+        ``net_output``, with the decoder's gates in the L0 term."""
+        return self.encoder.sparsity_terms(net_output[1].get("sparsity", []), self.decoder_gates())
 
 
 def mask_position_limits(modules) -> List[int]:
