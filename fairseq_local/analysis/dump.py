@@ -1,11 +1,14 @@
 """Attention dumps: one record per sentence (see ``fairseq-local attention dump``).
 
-A record is a dict with ``tokens``, ``word_ids``, ``words``, ``heads`` (only
-with syntax) and ``attn`` (L, H, T, T), the weights each head used, in the
-model's own mask mode.  :func:`analysed_batches` is the batched, eval-mode
-pass that every analysis shares.
+A record is a dict with ``tokens``, ``word_ids``, ``words``, ``heads`` and
+``relations`` (only with syntax), ``counts`` and ``ranks`` (each token's count
+in the model's dictionary and its frequency rank there) and ``attn``
+(L, H, T, T), the weights each head used, in the model's own mask mode.
+:func:`analysed_batches` is the batched, eval-mode pass that every analysis
+shares.
 """
 
+import bisect
 import sys
 import zipfile
 from dataclasses import dataclass
@@ -25,12 +28,26 @@ FORMAT = "fairseq-local attention dump v1"
 
 @dataclass
 class Item:
-    """A sentence to analyse: its words, syntactic heads (or None) and model input."""
+    """A sentence to analyse: its words, syntactic heads and relations (or
+    None), model input, and each token's dictionary count and frequency rank."""
 
     index: int
     words: List[str]
     heads: Optional[List[int]]
     input: Tokenised
+    relations: Optional[List[str]] = None
+    counts: Optional[List[int]] = None
+    ranks: Optional[List[int]] = None
+
+
+def frequency(dictionary) -> Tuple[List[int], List[int]]:
+    """Per symbol of a fairseq ``dictionary``: its count (how often it occurs
+    in the training data, as fairseq-preprocess counted it) and its frequency
+    rank, the number of non-special symbols with a larger count (0: the most
+    frequent)."""
+    counts = [int(c) for c in dictionary.count]
+    ascending = sorted(counts[dictionary.nspecial:])
+    return counts, [len(ascending) - bisect.bisect_right(ascending, c) for c in counts]
 
 
 def read_sentences(text: Optional[str] = None, conllu: Optional[str] = None):
@@ -53,13 +70,17 @@ def prepare(model: AnalysisModel, sentences, max_len: Optional[int] = None) -> T
     pieces are unknown to the model's dictionary (the wrong ``--bpe``)."""
     limit = model.max_positions if max_len is None else min(int(max_len), model.max_positions)
     items, skipped, tokenised = [], 0, []
+    counts, ranks = frequency(model.dictionary)
     for k, s in enumerate(sentences):
         tok = model.tokenise(s.words)
         tokenised.append(tok)
         if len(tok.ids) > limit:
             skipped += 1
             continue
-        items.append(Item(k, list(s.words), None if s.heads is None else list(s.heads), tok))
+        rels = getattr(s, "relations", None)
+        items.append(Item(k, list(s.words), None if s.heads is None else list(s.heads), tok,
+                          relations=None if s.heads is None or rels is None else list(rels),
+                          counts=[counts[i] for i in tok.ids], ranks=[ranks[i] for i in tok.ids]))
     warning = model.unknown_warning(tokenised)
     if warning:
         print(warning, file=sys.stderr)
@@ -89,6 +110,10 @@ def record(item: Item, capture: Capture, b: int) -> dict:
     rec = {"tokens": item.input.tokens, "word_ids": item.input.word_ids, "words": item.words, "attn": attn}
     if item.heads is not None:
         rec["heads"] = item.heads
+    if item.relations is not None:
+        rec["relations"] = item.relations
+    if item.counts is not None:
+        rec["counts"], rec["ranks"] = item.counts, item.ranks
     return rec
 
 

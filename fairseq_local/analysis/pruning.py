@@ -13,9 +13,10 @@ A row is a dict::
 
 from typing import Dict, List, Optional, Sequence
 
+from .roles import ROLES
+
 ATTENTION_TYPES = ("enc-self", "dec-self", "dec-cross")
-# Voita et al. 2019, Fig. 8's categories (``analysis.roles.classify``).
-ROLE_ORDER = ("positional", "syntactic", "rare", "other")
+ROLE_ORDER = ROLES  # Voita et al. 2019, Fig. 8's categories (:func:`.roles.classify`)
 
 
 def kept_heads(gate_rows: Sequence[dict]) -> Dict[str, int]:

@@ -1,7 +1,13 @@
-"""``fairseq-local analyze bias|sensitivity|hta``: what the heads do, with the
-papers' figures (Pande et al. §3; Pascual et al., "Telling BERT's Full Story")."""
+"""``fairseq-local analyze bias|sensitivity|hta|roles|importance|table``: what
+the heads do, with the papers' figures (Pande et al. §3; Pascual et al.,
+"Telling BERT's Full Story"; Voita et al. 2019).
+
+``roles`` and ``importance`` are modules of their own (:data:`MODULES`), each
+with ``add_arguments(parser)``, ``outputs(args)`` (the files it may write in
+``--out``) and ``run(args)`` (the names of the files written)."""
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -32,7 +38,23 @@ hta --path CKPT (--text|--conllu) FILE --out DIR
     (Fig. 1, 6), relative-position histograms (Fig. 2-3) and centres of mass
     (Fig. 4-5). Sentences longer than the head dimension are skipped (§5).
     -> hta.json, hta.md, hta_*.png
+roles DUMP.pt --out DIR [--counts FILE] [--rare-top 500]
+    head roles (Voita et al. 2019 §4-5) from an attention dump: confidence
+    (mean maximum weight), positional (>= 90% of argmaxes at one offset),
+    syntactic (argmax on the nsubj/obj/amod/advmod partner, both directions,
+    >= 10 points above the most-frequent-offset baseline; needs --conllu in
+    the dump), rare words (the head points at the least frequent token).
+    Special tokens are left out as rows and as columns.
+    -> roles.json, roles.md, roles.png, roles_syntactic.png
+importance --path CKPT (--text|--conllu) FILE --out DIR [--method lrp|grad|both]
+    how much each head matters: LRP head relevance (Voita et al. 2019) and
+    gradient x gate (Michel et al. 2019); also under "importance" in the
+    folder's roles.json when analyze roles wrote one there.
+    -> importance.json, importance.md, importance.png
 """
+
+# Subcommands with a module of their own, imported only when analyze runs.
+MODULES = {"roles": "roles", "importance": "importance"}
 
 
 def _write_json(obj: dict, path: str) -> None:
@@ -279,9 +301,23 @@ def summary_table(dirs: List[str], threshold: float = 3.0) -> str:
     return "\n".join(rows) + "\n"
 
 
+def subcommand_modules() -> dict:
+    """{name: module} of :data:`MODULES` (one not written yet is left out)."""
+    found = {}
+    for name, module in MODULES.items():
+        try:
+            found[name] = importlib.import_module(f"{__package__}.{module}")
+        except ModuleNotFoundError as e:
+            if e.name != f"{__package__}.{module}":
+                raise
+    return found
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = command_parser("analyze", DETAILS)
-    sub = p.add_subparsers(dest="action", required=True, metavar="{bias,sensitivity,hta}")
+    modules = subcommand_modules()
+    sub = p.add_subparsers(dest="action", required=True,
+                           metavar="{" + ",".join(["bias", "sensitivity", "hta", *modules, "table"]) + "}")
     b = sub.add_parser("bias", help="attention bias of every head, from a dump (Pande et al. §3.2)")
     b.add_argument("dump", metavar="DUMP.pt", help="written by fairseq-local attention dump")
     b.add_argument("--threshold", type=float, default=3.0, help="score marking a head in Fig. 3 (default 3)")
@@ -298,7 +334,15 @@ def main(argv: Optional[List[str]] = None) -> int:
     add_model_args(h)
     h.add_argument("--no-input", action="store_true",
                    help="skip the input contribution (the costly part: T x d forward-mode products a batch)")
-    for q in (b, s, h):
+    summaries = {"roles": "head roles: confidence, positional, syntactic, rare words (Voita et al. 2019)",
+                 "importance": "head importance: LRP relevance (Voita et al. 2019), gradient x gate "
+                               "(Michel et al. 2019)"}
+    own = []
+    for name, module in modules.items():
+        q = sub.add_parser(name, help=summaries.get(name), description=summaries.get(name))
+        module.add_arguments(q)
+        own.append(q)
+    for q in (b, s, h, *own):
         q.error = p.error  # type: ignore[method-assign]
         q.add_argument("--out", required=True, metavar="DIR", help="folder for the JSON, table and figures")
         outputs.add_force_option(q)
@@ -321,10 +365,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..analysis.model import AnalysisError
     from ..analysis.relations import RecordError
 
-    inputs = [getattr(args, k, None) for k in ("dump", "path", "text", "conllu")]
-    check_output_folder(args.out, analysis_outputs(args), inputs, args.force, "analysis folder")
+    inputs = [getattr(args, k, None) for k in ("dump", "path", "text", "conllu", "counts", "ref", "bpe_model")]
+    module = modules.get(args.action)
+    files = module.outputs(args) if module else analysis_outputs(args)
+    check_output_folder(args.out, files, inputs, args.force, "analysis folder")
     try:
-        run = {"bias": run_bias, "sensitivity": run_sensitivity, "hta": run_hta}[args.action]
+        run = module.run if module else {"bias": run_bias, "sensitivity": run_sensitivity, "hta": run_hta}[args.action]
         written = run(args)
     except (AnalysisError, RecordError, OSError) as e:
         p.exit(1, f"error: {str(e).splitlines()[0]}\n")

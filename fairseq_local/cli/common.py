@@ -12,7 +12,6 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "sparsity": ("sparsity", "Sparsity 1 - |M|/n^2 of attention mask patterns (SparseBERT Table 3)"),
     "export": ("export", "Export trained DAM masks for a second stage (SparseBERT §3.4, §4.3)"),
     "gates": ("gates", "Hard-concrete head gates of a checkpoint (Voita et al. 2019)"),
-    "prune-curve": ("prune_curve", "Prune heads at a sweep of L0 weights: BLEU, heads kept, roles (Voita et al. 2019)"),
     "results": ("results", "Collect training runs into a table (loss, sparsity, BLEU, words/s)"),
     "tables": ("tables", "Collect the WMT'14 runs into Pande et al., Tables 1-3"),
     "inspect": ("inspect", "Fields of a checkpoint (options, updates, signature), a tokeniser or machine"),
@@ -20,7 +19,8 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "convert-roberta": ("convert_roberta", "Turn a stock fairseq RoBERTa checkpoint into a local/tied/sparse arch"),
     "glue": ("glue", "GLUE metrics of a fine-tuned model and test-set submission files"),
     "attention": ("dump", "Dump the attention of every head, per sentence, for analysis"),
-    "analyze": ("analyze", "Attention bias, gradient sensitivity, Hidden Token Attribution; figures"),
+    "analyze": ("analyze", "Attention bias, sensitivity, HTA, head roles and importance; figures"),
+    "prune-curve": ("prune_curve", "Head pruning at a sweep of L0 weights: BLEU, heads kept, roles (Voita et al.)"),
     "benchmark": ("benchmark", "Speed and memory of attention, training and generation, as ratios in one run"),
 }
 

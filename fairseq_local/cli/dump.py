@@ -8,13 +8,18 @@ from .. import outputs
 from .common import command_parser
 
 DETAILS = """
-The input of fairseq-local analyze bias (Pande et al. §3.2).
+The input of fairseq-local analyze bias (Pande et al. §3.2) and analyze roles
+(Voita et al. 2019).
 dump: one record per sentence, saved with torch.save as a list of dicts:
   tokens    the model's input tokens, special tokens included (</s> ending an
             NMT source; <s> ... </s> for RoBERTa)
   word_ids  each token's word (0-based), -1 for a special token
   words     the words
   heads     each word's syntactic head (0-based, -1 for the root); only with --conllu
+  relations each word's dependency relation (CoNLL-U DEPREL); only with --conllu
+  counts    each token's count in the model's dictionary (its training data)
+  ranks     each token's frequency rank in the dictionary (0: the most frequent;
+            the number of non-special symbols with a larger count)
   attn      float tensor (L, H, T, T): row i of head h in layer l is what the
             model used at query position i, in its own mask mode (post-mode
             rows may sum to less than 1; a gated head's row is scaled by its gate)

@@ -32,9 +32,9 @@ from ..outputs import Output
 from .common import command_parser
 
 DETAILS = """\
-For each --lambdas value, fine-tunes CKPT with a gate on every head (encoder
-self-attention, decoder self-attention, encoder-decoder attention; Voita et
-al. 2019 §6) for --max-update updates, translates the test set with the
+Voita et al. 2019 §6: for each --lambdas value, fine-tunes CKPT with a gate
+on every head (encoder self-attention, decoder self-attention,
+encoder-decoder attention) for --max-update updates, translates the test set with the
 closed heads removed, and counts the heads kept and the roles of the
 remaining encoder heads. Runs go to OUT/lambda-<value>/; a finished step is
 skipped, an interrupted one resumes. Writes OUT/prune_curve.md,
@@ -107,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ref", help="plain reference text of the test set (default DATA/raw/test.tgt)")
     p.add_argument("--conllu", help="gold trees of test sentences for the roles (default DATA/raw/test.src.conllu)")
     p.add_argument("--max-sentences", type=int, default=500, help="sentences for the roles (default %(default)s)")
+    p.add_argument("--rare-top", type=int, default=500, metavar="K",
+                   help="rare-word role: sentences whose rarest token is not among the K most frequent "
+                        "(Voita et al. §5.3: 500; 0: all)")
     p.add_argument("--beam", default="4", help="beam size (default %(default)s)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and the commands, run nothing")
     outputs.add_force_option(p)
@@ -132,6 +135,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 def _main(args: argparse.Namespace, extra: List[str]) -> int:
     from ..checkpoint_compat import local_layout, read_checkpoint
     from ..errors import InputError
+    from .analyze import check_output_folder
 
     try:
         lambdas = [float(x) for x in args.lambdas.split(",") if x.strip()]
@@ -155,7 +159,7 @@ def _main(args: argparse.Namespace, extra: List[str]) -> int:
              Output(str(out / "prune_curve.json"), "pruning result (JSON)", outputs.text_starting("{")),
              Output(str(out / "prune_curve.png"), "figure", outputs.is_png),
              Output(str(out / "prune_roles.png"), "figure", outputs.is_png)]
-    outputs.check_outputs(files, inputs=[args.checkpoint, ref, conllu], force=args.force)
+    check_output_folder(str(out), files, [args.checkpoint, ref, conllu], args.force, "output folder")
     train = ["--finetune-from-model", os.path.abspath(args.checkpoint), *model_flags(model_cfg),
              "--attn-layout", layout, "--decoder-gates", "self,cross", *GATE_DEFAULTS,
              "--criterion", "label_smoothed_cross_entropy_with_sparsity",
@@ -214,7 +218,7 @@ def _evaluate(args, name: str, lam: Optional[float], ckpt: str, run: Path, ref: 
         _run([sys.executable, "-m", "fairseq_local.cli.dump", "dump", "--path", ckpt, "--data", args.data,
               "--conllu", conllu, "--max-sentences", str(args.max_sentences), "--quiet", "--out", str(dump),
               "--force"], run / "dump.out", f"the attention dump of {name}")
-    roles = classify(head_roles(load_dump(str(dump))))
+    roles = classify(head_roles(load_dump(str(dump)), rare_top=args.rare_top))
     model_cfg, state = read_checkpoint(ckpt)
     dec = int(model_cfg.get("decoder_layers") or 0) * int(model_cfg.get("decoder_attention_heads") or 0)
     heads = {"enc-self": len(roles) * len(roles[0]), "dec-self": dec, "dec-cross": dec}

@@ -255,3 +255,31 @@ def test_analyze_table_rows(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["analyze", "table", str(tmp_path / "missing")])
     assert capsys.readouterr().err == f"error: no analysis folder '{tmp_path / 'missing'}'\n"
+
+
+def test_records_keep_relations_and_dictionary_counts(tmp_path):
+    """CoNLL-U relations are kept next to the heads; every token carries its
+    dictionary count and frequency rank (for Voita et al.'s rare-word heads)."""
+    from fairseq_local.analysis.dump import frequency
+
+    path = tmp_path / "s.conllu"
+    path.write_text(CONLLU, encoding="utf-8")
+    m = nmt()
+    d = m.dictionary
+    for i in range(d.nspecial, len(d)):
+        d.count[i] = 1000 - 10 * i  # w0 the most frequent
+    d.count[d.index("w5")] = d.count[d.index("w6")]  # a tie
+    counts, ranks = frequency(d)
+    assert ranks[d.index("w0")] == 0 and ranks[d.index("w1")] == 1
+    assert ranks[d.index("w5")] == ranks[d.index("w6")] == 5 and ranks[d.index("w7")] == 7
+    assert ranks[d.eos()] == len(d) - d.nspecial  # count 1: below every symbol
+    items, _ = prepare(m, read_sentences(conllu=str(path)))
+    (rec,) = dump_records(m, items, progress=False)
+    assert rec["relations"] == ["root", "obj", "case", "det", "obl"]
+    ids = items[0].input.ids
+    assert rec["counts"] == [d.count[i] for i in ids] and rec["ranks"] == [ranks[i] for i in ids]
+    assert rec["counts"][-1] == 1 and len(rec["counts"]) == len(rec["tokens"])
+    text = tmp_path / "s.txt"
+    text.write_text("the cat\n")
+    (plain,) = dump_records(m, prepare(m, read_sentences(text=str(text)))[0], progress=False)
+    assert "relations" not in plain and "heads" not in plain and len(plain["counts"]) == len(plain["tokens"]) == 5

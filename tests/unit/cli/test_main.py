@@ -31,7 +31,9 @@ OPTIONS = {
     "convert-roberta": ["IN.pt", "OUT.pt", "--arch ARCH", "--tie-init {first,mean}", "--attn-layout ATTN_LAYOUT"],
     "glue": ["evaluate", "table"],
     "attention": ["dump"],
-    "analyze": ["bias", "sensitivity", "hta", "table"],
+    "analyze": ["bias", "sensitivity", "hta", "table", "roles", "importance"],
+    "prune-curve": ["CKPT", "--data DATA", "--out DIR", "--lambdas LAMBDAS", "--max-update MAX_UPDATE", "--lr LR",
+                    "--rare-top K", "--dry-run"],
     "benchmark": ["LEVEL [LEVEL ...]", "--repeats R", "--threads N", "--markdown FILE", "--lengths N [N ...]",
                   "--impls IMPL [IMPL ...]", "--max-memory GIB", "--nmt-sizes [SIZE ...]", "--roberta-lengths [N ...]",
                   "--gen-len N"],
@@ -65,7 +67,7 @@ def in_process_help(capsys, argv, module=None):
 
 def test_commands_are_the_documented_ones():
     assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "inspect", "average",
-                              "convert-roberta", "glue", "attention", "analyze", "benchmark"]
+                              "convert-roberta", "glue", "attention", "analyze", "prune-curve", "benchmark"]
     assert set(OPTIONS) == set(COMMANDS)
 
 
@@ -122,12 +124,12 @@ def test_unknown_command_is_one_line():
     assert r.returncode == 2 and r.stdout == ""
     assert error_lines(r.stderr) == [
         "error: unknown command 'frobnicate' (commands: configs, sparsity, export, gates, results, tables, "
-        "inspect, average, convert-roberta, glue, attention, analyze, benchmark; see fairseq-local --help)"]
+        "inspect, average, convert-roberta, glue, attention, analyze, prune-curve, benchmark; see fairseq-local --help)"]
 
 
 @pytest.mark.parametrize("argv, message", [
     ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, inspect, average, "
-         "convert-roberta, glue, attention, analyze, benchmark"),
+         "convert-roberta, glue, attention, analyze, prune-curve, benchmark"),
     (["expotr"], "error: unknown command 'expotr' (did you mean 'export'? "),
     (["--frob"], "error: unknown option '--frob'"),
     (["sparsity", "--n", "0"], "error: --n must be >= 1, not 0"),

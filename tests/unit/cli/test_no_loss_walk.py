@@ -46,11 +46,14 @@ CASES: Dict[str, Case] = {
                                         i["tmp"], "--glue-dir", i["tmp"], "--out", o], True, "dam"),
     "glue table": None,  # reads a folder, prints; writes nothing (kept in the table to be explicit)
     "analyze bias": Case(lambda i, o: ["analyze", "bias", i["dump"], "--out", o, "--quiet"], True, "dump"),
+    "analyze roles": Case(lambda i, o: ["analyze", "roles", i["dump"], "--out", o, "--quiet"], True, "dump"),
     "analyze sensitivity": Case(lambda i, o: ["analyze", "sensitivity", "--path", i["dam"], "--text", i["text"],
                                               "--out", o], True, "text"),
     "analyze hta": Case(lambda i, o: ["analyze", "hta", "--path", i["dam"], "--text", i["text"], "--out", o],
                         True, "text"),
     "analyze table": Case(lambda i, o: ["analyze", "table", i["analysis"], "--markdown", o], False, "bias"),
+    "prune-curve": Case(lambda i, o: ["prune-curve", i["best"], "--data", i["tmp"], "--out", o, "--ref", i["text"],
+                                      "--conllu", i["text"], "--dry-run"], True, "best"),
     "benchmark": Case(lambda i, o: ["benchmark", "kernels", "--lengths", "16", "--repeats", "1", "--markdown", o],
                       False, "dam"),
 }

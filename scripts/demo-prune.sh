@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The pruning demo (Voita et al. 2019, §6): train (or reuse) the demo's
+# all-global model (a), then fairseq-local prune-curve: fine-tune it with a
+# gate on every head of the three attention types at a sweep of L0 weights,
+# translate with the closed heads removed, and count the heads kept and the
+# roles of the remaining encoder heads. Writes RUNS/prune/prune_curve.md and
+# its two figures. Re-running skips finished steps.
+#
+# Usage: bash scripts/demo-prune.sh
+# Env:   LAMBDAS=0.01,0.05,0.1,0.2,0.5   L0 weights (--gate-preset voita's layer mean)
+#        PRUNE_UPDATES=400               fine-tuning updates per weight
+#        MAX_UPDATE, RUNS=runs/demo, DATA=data-bin/synthetic  (as scripts/demo.sh)
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+case "${1:-}" in
+  -h|--help) usage; exit 0 ;;
+  "") ;;
+  *) die "unexpected argument '$1' (settings are environment variables; see --help)" ;;
+esac
+cd "$FAIRSEQ_LOCAL_ROOT"
+source scripts/setup_env.sh
+
+export RUNS="${RUNS:-runs/demo}" DATA="${DATA:-data-bin/synthetic}"
+LAMBDAS="${LAMBDAS:-0.01,0.05,0.1,0.2,0.5}" PRUNE_UPDATES="${PRUNE_UPDATES:-400}"
+[[ "$PRUNE_UPDATES" =~ ^[1-9][0-9]*$ ]] || die "PRUNE_UPDATES must be a positive integer, not '$PRUNE_UPDATES'"
+
+CONFIGS="a" bash scripts/demo.sh
+fairseq-local prune-curve "$RUNS/a/checkpoint_best.pt" --data "$DATA" --out "$RUNS/prune" \
+  --lambdas "$LAMBDAS" --max-update "$PRUNE_UPDATES" --max-sentences 200 -- --max-tokens 1024 --seed 1
+echo
+echo "Table: $RUNS/prune/prune_curve.md; figures: $RUNS/prune/prune_curve.png, $RUNS/prune/prune_roles.png"
