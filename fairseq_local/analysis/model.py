@@ -112,10 +112,12 @@ class AnalysisModel:
         model: a loaded fairseq model (NMT or RoBERTa).
         dictionary: the encoder's input dictionary.
         tokeniser: how words become dictionary symbols.
+        target_tokeniser: the same for the target side of a translation
+            model (reference translations), or None.
     """
 
     def __init__(self, model: torch.nn.Module, dictionary, tokeniser: WordTokeniser, name: str = "model",
-                 bpe: str = "the tokeniser") -> None:
+                 bpe: str = "the tokeniser", target_tokeniser: Optional[WordTokeniser] = None) -> None:
         from ..models.transformer import local_encoder
         from ..attention.module import LocalMultiheadAttention
 
@@ -129,6 +131,7 @@ class AnalysisModel:
         self.roberta = hasattr(getattr(model, "encoder", None), "sentence_encoder")
         self.dictionary = dictionary
         self.tokeniser = tokeniser
+        self.target_tokeniser = target_tokeniser
         self.bpe = bpe
         self.max_positions = int(self.encoder.max_positions())
 
@@ -179,8 +182,11 @@ class AnalysisModel:
         if not cpu and torch.cuda.is_available():
             model = model.cuda()
         lang = getattr(cfg.task, "source_lang", None)
+        # the task infers the language pair from the data folder when the options leave it out
+        target_lang = getattr(getattr(task, "cfg", None), "target_lang", None) or getattr(cfg.task, "target_lang", None)
+        target = word_tokeniser(bpe, bpe_model, target_lang) if target_lang and hasattr(model, "decoder") else None
         return cls(model, task.source_dictionary, word_tokeniser(bpe, bpe_model, lang), name=path,
-                   bpe=label)
+                   bpe=label, target_tokeniser=target)
 
     def tokenise(self, words: Sequence[str]) -> Tokenised:
         """Words -> model input, with ``<s>`` first for RoBERTa and ``</s>`` last."""

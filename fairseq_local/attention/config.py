@@ -66,18 +66,22 @@ class AttentionConfig(FairseqDataclass):
         "help": "one DAM mask per layer and head (Adaptive Axis Attention §4.1); default one per head, "
                 "shared by all layers (SparseBERT §3.1)"})
     dam_estimator: Optional[ChoiceEnum(DAM_ESTIMATORS)] = field(default=None, metadata={
-        "help": "hard: straight-through 0/1 samples (SparseBERT's released code; default); "
-                "soft: the Gumbel-sigmoid value (the paper's Eq. 3)"})
+        "help": "how the Gumbel sample enters in training: hard: straight-through 0/1 samples "
+                "(SparseBERT's released code; default); soft: the Gumbel-sigmoid value (the paper's Eq. 3). "
+                "Without noise (--dam-no-noise) there is no sample: P = sigmoid(alpha) either way"})
     dam_init: Optional[float] = field(default=None, metadata={
         "help": "mean of the initial DAM logits alpha (default 0: P = 0.5)"})
     dam_init_std: Optional[float] = field(default=None, metadata={
         "help": "standard deviation of the initial alpha (default 1e-3, the authors' 1e-3*randn)"})
     dam_l1: Optional[ChoiceEnum(DAM_L1)] = field(default=None, metadata={
-        "help": "DAM L1 term: sum = ||M||_1 of each distinct mask at --dam-max-len (SparseBERT's code, so "
-                "the paper's lambda applies as is; default); density = mean over sentences and DAM heads "
-                "of ||M||_1/N^2"})
+        "help": "DAM L1 term: sum = ||M||_1 of each distinct mask at --dam-max-len times "
+                "(128/--dam-max-len)^2, i.e. SparseBERT's code at its length 128, so that the paper's lambda "
+                "pulls as it did whatever --dam-max-len (default); density = mean over sentences and DAM "
+                "heads of ||M||_1/N^2"})
     dam_no_noise: bool = field(default=False, metadata={
-        "help": "train DAM with P = sigmoid(alpha), without Gumbel noise (SparseBERT §3.1)"})
+        "help": "train DAM with the soft mask P = sigmoid(alpha) in the forward pass, without Gumbel "
+                "noise, whatever --dam-estimator (SparseBERT §3.1, Eq. 3-4; §3.1 exactly: "
+                "--arch transformer_dam_u --dam-no-noise --mask-mode post, --dam-lambda 0)"})
     tau_start: Optional[float] = field(default=None, metadata={
         "help": "Gumbel-sigmoid temperature at update 0 (default 1.0)"})
     tau_end: Optional[float] = field(default=None, metadata={

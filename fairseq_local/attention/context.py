@@ -19,6 +19,11 @@ output, travels in one :class:`AttentionContext`, entered with
 * ``memo``: what is built once per forward pass and shared by the layers
   (a DAM mask gathered for the batch's positions, FlexAttention BlockMasks),
   or None: each call builds its own.
+* ``detach_weights``: the dense path treats the attention weights as
+  constants (no gradient through the softmax, its scores or a learned mask):
+  the AH-rule of conservative relevance propagation (Ali et al. 2022),
+  :mod:`fairseq_local.analysis.lrp`.  Only the dense path forms the weights,
+  so it needs ``impl="dense"``.
 
 Contexts nest: each field not given to :func:`attention_context` is the
 enclosing context's.  An analysis enters one with a capture; the encoder it
@@ -112,12 +117,14 @@ class AttentionCapture:
 @dataclass(frozen=True)
 class AttentionContext:
     """The state of the attention layers for the forward pass that runs in it
-    (see the module docstring): ``records``, ``capture``, ``impl`` and ``memo``."""
+    (see the module docstring): ``records``, ``capture``, ``impl``, ``memo``
+    and ``detach_weights``."""
 
     records: Optional[List[Any]] = None  # AttentionRecord (penalties.py) per layer call
     capture: Optional[AttentionCapture] = None
     impl: Optional[str] = None
     memo: Optional[Dict[Hashable, Any]] = None
+    detach_weights: bool = False
 
 
 _NONE = AttentionContext()
@@ -133,6 +140,7 @@ def current() -> AttentionContext:
 @contextmanager
 def attention_context(*, records: Optional[bool] = _INHERIT, capture: Optional[AttentionCapture] = _INHERIT,
                       impl: Optional[str] = _INHERIT, memo: Optional[bool] = _INHERIT,
+                      detach_weights: bool = _INHERIT,
                       sample_noise: Iterable[nn.Module] = ()) -> Iterator[AttentionContext]:
     """Enter an :class:`AttentionContext`; every field not given is the enclosing one's.
 
@@ -142,6 +150,8 @@ def attention_context(*, records: Optional[bool] = _INHERIT, capture: Optional[A
         impl: the path every layer takes (one of ``auto``, ``dense``,
             ``window``, ``flex``), or None for each layer's own ``--attn-impl``.
         memo: True: a fresh per-forward memo; False: none.
+        detach_weights: the dense path detaches the attention weights
+            (needs ``impl="dense"`` in the resulting context).
         sample_noise: attention modules whose DAM masks draw this update's
             Gumbel noise now (a training forward; see the module docstring);
             a new draw also starts a fresh memo unless ``memo`` is given.
@@ -158,6 +168,8 @@ def attention_context(*, records: Optional[bool] = _INHERIT, capture: Optional[A
         changes["impl"] = impl
     if memo is not _INHERIT:
         changes["memo"] = {} if memo else None
+    if detach_weights is not _INHERIT:
+        changes["detach_weights"] = bool(detach_weights)
     # One draw per distinct DAM mask, in first-use order (masks may be shared by layers).
     drawn = {id(d): d for m in sample_noise for d in getattr(m, "dam", ())}.values()
     for mask in drawn:
@@ -165,6 +177,8 @@ def attention_context(*, records: Optional[bool] = _INHERIT, capture: Optional[A
     if drawn and memo is _INHERIT:  # what the memo holds was gathered with the previous noise
         changes["memo"] = {}
     ctx = replace(current(), **changes)
+    if ctx.detach_weights and ctx.impl != "dense":  # the other paths never form the weights
+        raise OptionError(f"detach_weights needs impl='dense', not {ctx.impl!r}")
     token = _CURRENT.set(ctx)
     try:
         yield ctx

@@ -18,6 +18,9 @@ ever NaN.  Learned heads (the plan's ``learned_heads``) add their mask M:
 
 The softmax runs in float32 whatever the scores' dtype, and the result is
 cast back (fairseq's ``utils.softmax``).
+
+Under a context with ``detach_weights`` (:mod:`.context`) the weights enter
+``A v`` as constants: the AH-rule of conservative LRP (Ali et al. 2022).
 """
 
 from typing import Optional, Tuple
@@ -26,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .context import cached
+from .context import cached, current
 from .masks import HeadMask, real_positions, stack_masks
 from .masks.base import constant
 from .plan import HeadPlan, PathInputs
@@ -148,5 +151,7 @@ def dense_path(q: Tensor, k: Tensor, v: Tensor, plan: HeadPlan, inputs: PathInpu
         without gates) if ``inputs.need_weights``, else None.
     """
     probs = attention_probs(q, k, plan, inputs, fixed_mask(plan, q.shape[2], inputs.padding_mask, q.device))
+    if current().detach_weights:  # the AH-rule (Ali et al. 2022): A is a constant of A v
+        probs = probs.detach()
     dropped = probs if inputs.dropout is None else inputs.dropout(probs)
     return torch.matmul(dropped, v), (probs if inputs.need_weights else None)

@@ -22,8 +22,7 @@ the compiler.  Within one forward pass (the memo of the encoder's
 :func:`~fairseq_local.attention.context.attention_context`), layers with equal
 masks share one BlockMask.  :func:`flex_path` is the path of the common
 signature (:mod:`~fairseq_local.attention.plan`).  Nothing in the forward reads
-a device value back to the host (seeded kinds do on the CPU, where it costs
-nothing, and past their table).
+a device value back to the host.
 """
 
 import importlib.util

@@ -16,10 +16,13 @@ masks and gates, into:
 * the DAM L1 term (SparseBERT, Eq. 5), in the convention of ``--dam-l1``:
   ``sum`` — Σ over distinct DAM masks of ‖M‖₁ of the whole
   ``max_len``×``max_len`` mask of this update, as the authors' code computes
-  it, so that the paper's λ (1e-4 … 1e-1) applies as is; ``density`` — the
-  mean over sentences and DAM (layer, head) slots of ‖M‖₁/N² at the
-  sentence's N real tokens.  The same gradient per mask entry needs
-  λ_density ≈ λ_sum · (distinct DAM masks) · N².
+  it, times (128/max_len)²
+  (:meth:`~fairseq_local.attention.learned.DamMask.scaled_l1`): their norm of a
+  128×128 mask (their n, §3.1.1) as dense as ours, so that the paper's λ
+  (1e-4 … 1e-1) pulls as it did for them whatever ``--dam-max-len``;
+  ``density`` — the mean over sentences and DAM (layer, head) slots of
+  ‖M‖₁/N² at the sentence's N real tokens.  The same penalty for the same
+  density needs λ_density ≈ λ_sum · (distinct DAM masks) · 128².
 * ρ of the ``aaa`` heads (Adaptive Axis Attention, Eq. 9), the mean over
   sentences, heads and layers of 1 − |B|/N², for the hinge of Eq. 10.
 * the gates' L0 term (Voita et al. 2019): Σ P(open) (``--gate-penalty sum``)
@@ -167,9 +170,9 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
         log["dam_density_sum"], log["dam_count"] = dam_density.detach(), float(dam_count)
         if cfg.dam_l1 == "density":
             terms.dam = dam_density / dam_count
-        else:  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len x max_len
+        else:  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len x max_len, at their n = 128
             masks = {id(d): (d, m.tau) for m in modules for d in m.dam}
-            terms.dam = sum(d.l1(tau) for d, tau in masks.values())
+            terms.dam = sum(d.scaled_l1(tau) for d, tau in masks.values())
         pre = [m for m in modules if m.plan.dam_heads and m.plan.dam_heads[0] in m.plan.pre_learned]
         if pre:  # the task's gradient through C·(1 − M) is taken without C: the same factor here
             terms.dam = scale_grad(terms.dam, 1.0 / abs(pre[0].mask_neg))

@@ -4,7 +4,7 @@ The sparsity of an n×n mask M is ρ = 1 − |M|/n² (SparseBERT §3; Wang et al
 (Adaptive Axis Attention) Eq. 9 uses the same definition).  Each PATTERN is a
 mask token of :mod:`fairseq_local.attention.masks` (``star``,
 ``local-2+global-1``, ...).  A pattern with a random part (``random``,
-``random-drop``, ``longformer``, ``bigbird``) is evaluated for seeds 0..S−1
+``random-wang``, ``random-drop``, ``longformer``, ``bigbird``) is evaluated for seeds 0..S−1
 (``--seeds S``, overriding its seed) and printed as mean ± standard deviation
 over them.  Without a PATTERN, prints the baselines of SparseBERT's Table 3
 with the parameters of its §4.2 next to the paper's values.  ``file-L.H``

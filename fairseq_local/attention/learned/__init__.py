@@ -14,6 +14,8 @@ pattern has parameters (head gates are in :mod:`fairseq_local.attention.gates`).
   length; ``dam-s`` (structured) has one α per offset |i − j| (M is Toeplitz,
   the noise is shared along each diagonal) and keeps the first and last
   tokens' rows and columns on (the paper's §4.1; the authors' code omits it).
+  Without noise (``--dam-no-noise``) training uses P = sigmoid(α) itself, the
+  soft mask of §3.1 (Eq. 3–4), whatever the estimator.
 * :class:`AxisSelector` (:mod:`.axis`) — Adaptive Axis Attention (Wang et al.
   2022, §4.2, Eq. 11–12): a fully connected layer maps each token to a row and
   a column logit; a Gumbel-sigmoid "retrieves a 0/1 indicator" I_r, I_c

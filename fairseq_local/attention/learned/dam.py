@@ -11,6 +11,7 @@ from ..masks import MaskSpecError
 from .noise import gumbel_noise_difference, gumbel_sigmoid
 
 DAM_ESTIMATORS = ("hard", "soft")
+AUTHORS_LEN = 128  # SparseBERT's n (§3.1.1), the length their λ (Eq. 5, Table 3) was tuned for
 
 
 class DamMask(nn.Module):
@@ -26,9 +27,11 @@ class DamMask(nn.Module):
         max_len: the longest sentence the mask covers.
         init, init_std: α ~ N(init, init_std²) at the start (the authors'
             code: 1e-3·randn, P ≈ 0.5).
-        estimator: ``hard`` (straight-through, the authors' code) or ``soft``.
-        noise: False trains with P = sigmoid(α), no Gumbel noise (the
-            importance analysis of SparseBERT §3.1).
+        estimator: how the Gumbel sample enters: ``hard`` (straight-through,
+            the authors' code) or ``soft`` (Eq. 3 with noise).
+        noise: False trains with P = sigmoid(α) itself in the forward pass, no
+            Gumbel noise and no sample, whatever ``estimator`` (the importance
+            analysis of SparseBERT §3.1, Eq. 3–4).
 
     The noise of an update is this module's own state, drawn by
     :meth:`resample` once per training forward pass (entering the encoder's
@@ -66,18 +69,17 @@ class DamMask(nn.Module):
 
     def values(self, idx: Tensor, tau: float) -> Tensor:
         """M at α indices ``idx``.  Training: the Gumbel-sigmoid sample of
-        this update (hard or soft, see the class), or P = sigmoid(α) without
-        noise (0/1 forward with P's gradient under ``hard``); evaluation:
-        1[α > 0].  Float32 whatever α's dtype."""
+        this update (hard or soft, see the class), or without noise
+        P = sigmoid(α) itself, forward and backward (SparseBERT §3.1, Eq. 3;
+        no τ); evaluation: 1[α > 0].  Float32 whatever α's dtype."""
         alpha = self.alpha[idx].float()
         if not self.training:
             return (alpha > 0).float()
-        hard = self.estimator == "hard"
         if not self.use_noise:
-            return gumbel_sigmoid(alpha, 1.0, torch.zeros_like(alpha), hard)
+            return torch.sigmoid(alpha)
         if self.noise is None or self.noise.shape != self.alpha.shape:
             self.resample()
-        return gumbel_sigmoid(alpha, tau, self.noise[idx], hard)
+        return gumbel_sigmoid(alpha, tau, self.noise[idx], self.estimator == "hard")
 
     def l1(self, tau: float) -> Tensor:
         """‖M‖₁ of the whole ``max_len``×``max_len`` mask of this update: the
@@ -95,6 +97,18 @@ class DamMask(nn.Module):
         k = torch.arange(inner, device=m.device)
         counts = torch.where(k == 0, inner, 2 * (inner - k)).to(m.dtype)
         return (m[:inner] * counts).sum() + (L * L - inner * inner)
+
+    @property
+    def l1_scale(self) -> float:
+        """(128 / max_len)²: the share of the whole mask that SparseBERT's
+        128×128 mask is (§3.1.1), so that λ·scale·‖M‖₁ is λ·128²·(mean of M)."""
+        return (AUTHORS_LEN / self.max_len) ** 2
+
+    def scaled_l1(self, tau: float) -> Tensor:
+        """:meth:`l1` × :attr:`l1_scale`, float32: the authors' L1 term (Eq. 5)
+        of a 128×128 mask as dense as this one, so that their λ pulls as it
+        did for them whatever ``max_len`` (at max_len = 128: :meth:`l1`)."""
+        return self.l1(tau) * self.l1_scale
 
     def matrix(self, n: int, what: str = "hard") -> Tensor:
         """The (n, n) mask of a sentence of n tokens, detached: ``hard`` =

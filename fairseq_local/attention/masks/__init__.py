@@ -34,16 +34,18 @@ kind                        allowed (i, j)
                             '.'-separated integers ≥ 0 or '_' (empty)
 ``diagonal-O1.O2...``       |i − j| ∈ {O1, O2, ...} (Adaptive Axis Attention, Eq. 6)
 ``random-R[-sSEED]``        j among R distinct keys of row i, drawn uniformly
-                            from the n keys (every key if R ≥ n)
+                            from the 128 keys (at n = 128; see below)
+``random-wang-R[-sSEED]``   2·R·128 entries drawn uniformly among the 128²: a
+                            random pattern of size R (Adaptive Axis Attention §2.2)
 ``no-diag``                 i ≠ j (SparseBERT §3.3)
-``random-drop[-sSEED]``     all but n entries drawn uniformly among the n²
-                            (as many as ``no-diag`` removes; SparseBERT §3.3)
+``random-drop[-sSEED]``     all but 128 entries drawn uniformly among the 128²
+                            (as many as ``no-diag`` removes at n = 128; SparseBERT §3.3)
 ``star``                    |i − j| ≤ 1 or i = 0 or j = 0
 ``logsparse``               i = j or |i − j| = 2^k for some k ≥ 0
 ``strided-L``               |i − j| ≤ L or (i − j) mod L = 0, L ≥ 1
 ``fixed-L-C``               ⌊i/L⌋ = ⌊j/L⌋ or j mod L ≥ L − C, L ≥ 1, 0 ≤ C ≤ L
 ``longformer-W-G[-sSEED]``  |i − j| ≤ W, or i or j in G distinct positions drawn
-                            uniformly from the n (SparseBERT §4.2: W=2, G=2)
+                            uniformly from the 128 (SparseBERT §4.2: W=2, G=2)
 ``bigbird-W-G-R[-sSEED]``   ``longformer-W-G-sSEED`` or ``random-R-sSEED``
                             (SparseBERT §4.2: W=1, G=2, R=2)
 ``A+B+...``                 the union of the parts (Adaptive Axis Attention, Eq. 8)
@@ -53,8 +55,12 @@ kind                        allowed (i, j)
 ``logsparse`` and ``strided`` depend on j − i only (:attr:`HeadMask.relative`;
 ``A+B+...`` is relative iff all its parts are, and global iff any part is); the
 others depend on the positions themselves (pad positions −1 are never
-allowed), and the random ones on n: their
-draws are fixed by (SEED, n) (SEED defaults to 0), never by the batch.  A
+allowed).  The random kinds are fixed by SEED (default 0) and the positions
+alone, never by the length or the batch: their random part is one 128×128
+tile drawn at SparseBERT's length (:data:`~.seeded.SPAN`, SparseBERT
+§3.1.1, §3.3) and repeated periodically, and a sentence of n tokens takes its
+top-left n×n block, so each definition above holds exactly at n = 128 (a
+shorter row keeps those of its entries below n; :mod:`.seeded`).  A
 ``bigbird`` mask draws the same global positions as the ``longformer`` mask and
 the same keys as the ``random`` mask of its seed.
 
@@ -89,7 +95,7 @@ from .base import (GlobalMask, HeadMask, MaskSpecError, OrMask, PositionMask, Re
 from .registry import MASK_KINDS, int_params, no_params, parse_mask, register_mask_kind, unregister_mask_kind
 from .patterns import (AxisMask, DiagonalMask, FixedMask, GlobalTokensMask, LogSparseMask, NoDiagMask, OffsetMask,
                        StarMask, StridedMask)
-from .seeded import BigBirdMask, LongformerMask, RandomDropMask, RandomMask, SeededMask
+from .seeded import BigBirdMask, LongformerMask, RandomDropMask, RandomMask, RandomWangMask, SeededMask
 from .file import MASK_FILE_FORMAT, FileMask, load_mask_file, write_mask_file
 from .learned import AxisAdaptiveSpec, DamSpec, LearnedMask
 from .flex_rule import MaskMod, flex_positions, mask_mod
@@ -98,7 +104,7 @@ __all__ = [
     "AxisAdaptiveSpec", "AxisMask", "BigBirdMask", "DamSpec", "DiagonalMask", "FileMask", "FixedMask", "GlobalMask",
     "GlobalTokensMask", "HeadMask", "LearnedMask", "LogSparseMask", "LongformerMask", "MASK_FILE_FORMAT",
     "MASK_KINDS", "MaskMod", "MaskSpecError", "NoDiagMask", "OffsetMask", "OrMask", "PositionMask",
-    "RandomDropMask", "RandomMask", "RelativeMask", "Rule", "SeededMask", "StarMask", "StridedMask", "TableMask",
-    "flex_positions", "int_params", "load_mask_file", "mask_mod", "no_params", "parse_mask", "real_positions",
-    "register_mask_kind", "stack_masks", "unregister_mask_kind", "write_mask_file",
+    "RandomDropMask", "RandomMask", "RandomWangMask", "RelativeMask", "Rule", "SeededMask", "StarMask",
+    "StridedMask", "TableMask", "flex_positions", "int_params", "load_mask_file", "mask_mod", "no_params",
+    "parse_mask", "real_positions", "register_mask_kind", "stack_masks", "unregister_mask_kind", "write_mask_file",
 ]

@@ -223,8 +223,9 @@ class PositionMask(HeadMask):
 @dataclass(frozen=True)
 class TableMask(PositionMask):
     """A positional mask whose rule looks the answer up in a table (the
-    seeded random kinds, ``file`` masks): :meth:`bind` builds the table for a
-    batch, on its device, and returns the rule as a closure over it."""
+    seeded random kinds: one tile per device; ``file`` masks): :meth:`bind`
+    gets the table for a batch, on its device, and returns the rule as a
+    closure over it."""
 
     def bind(self, n: Length, size: int, device: torch.device) -> Rule:
         raise NotImplementedError

@@ -13,7 +13,7 @@ from torch.nn.attention.flex_attention import create_mask
 from helpers import make_attention, padding_mask
 from fairseq_local.attention.flex import flex_attention_heads, flex_available
 from fairseq_local.attention.masks import (FileMask, HeadMask, MaskSpecError, PositionMask, flex_positions, mask_mod,
-                                           parse_mask, real_positions, seeded, write_mask_file)
+                                           parse_mask, real_positions, write_mask_file)
 
 FIXED = ["identity", "prev-1", "next-2", "band-2", "local-3", "global", "global-2", "axis-0.3-1",
          "diagonal-0.2", "no-diag", "logsparse", "strided-3", "fixed-4-1", "star", "random-2", "random-drop",
@@ -82,21 +82,25 @@ def test_mask_mod_equals_dense(token, mask_file):
             assert torch.equal(got, mask.dense(pos, pos).expand(B, T, T)), (lengths, left, pos)
 
 
-@pytest.mark.parametrize("token", ["random-2", "random-drop", "longformer-2-2", "bigbird-1-2-2"])
-def test_seeded_kinds_from_the_every_length_table(token, monkeypatch):
-    """Off the CPU seeded kinds index their every-length table by n (no host
-    read of the lengths): the masks of the CPU's host path."""
+@pytest.mark.parametrize("token", ["random-2", "random-drop", "random-wang-1", "longformer-2-2", "bigbird-1-2-2"])
+def test_seeded_kinds_read_no_length_on_the_host(token, monkeypatch):
+    """Seeded kinds look their answer up in one (128, 128) tile per device,
+    indexed by the positions mod 128: binding and evaluating the rule reads
+    no length back to the host (each read stalls a GPU stream)."""
     mask = parse_mask(token)
-    for lengths, left in [([37, 20, 1], True), ([37, 20, 1], False), ([37, 37], False)]:
+    for lengths, left in [([137, 20, 1], True), ([137, 20, 1], False), ([137, 137], False)]:
         B, T = len(lengths), max(lengths)
         pos = real_positions(padding_mask(lengths, left), T)
         n = pos.amax(-1) + 1
-        want = mask.dense(pos, pos)  # the CPU: each sentence's own matrix, by its length
+        want = mask.dense(pos, pos)
+        i, j, n3 = pos.unsqueeze(-1), pos.unsqueeze(-2), n[:, None, None]
         with monkeypatch.context() as m:
-            m.setattr(seeded, "HOST_READS_ARE_FREE", ())
-            got = create_mask(mask_mod(mask, pos, n), B, 1, T, T, device="cpu")[:, 0]
-            assert torch.equal(mask.dense(pos, pos), want), (lengths, left)  # the dense path, from the table
+            for name in ("item", "tolist", "__bool__", "__int__", "__float__"):
+                m.setattr(torch.Tensor, name, lambda *a, name=name, **kw: pytest.fail(f"host read: {name}"))
+            m.setattr(torch, "unique", lambda *a, **kw: pytest.fail("host read: unique"))
+            got = mask.rule(n3, T, pos.device)(i, j, n3)
         assert torch.equal(got, want), (lengths, left)
+        assert torch.equal(create_mask(mask_mod(mask, pos, n), B, 1, T, T, device="cpu")[:, 0], want)
 
 
 def test_file_mask_shorter_than_the_batch(mask_file):

@@ -93,36 +93,37 @@ def test_relative_flags():
 # ---------------------------------------------------------------------- random
 
 
+N = 128  # the random kinds' tile: their definitions hold exactly at SparseBERT's n = 128 (§3.1.1)
+
+
 def test_random_rows_distinct_deterministic_and_seeded():
-    for n in [1, 2, 6, 13]:
-        m = dense("random-2", n)
-        assert m.sum(-1).tolist() == [min(2, n)] * n  # R distinct keys per row
-        assert torch.equal(m, dense("random-2", n))  # same (seed, n): same matrix
-        assert torch.equal(m, dense("random-2-s0", n))
-    assert dense("random-6", 6).sum() == 36 and dense("random-9", 6).sum() == 36  # R >= n
-    assert not torch.equal(dense("random-2", 6), dense("random-2-s1", 6))
-    assert not torch.equal(dense("random-3", 10), dense("random-3-s7", 10))
-    # The same (seed, n) gives the same matrix from a fresh mask object, too.
-    assert torch.equal(RandomMask(2, 5).matrix(9), parse_mask("random-2-s5").matrix(9))
+    m = dense("random-2", N)
+    assert m.sum(-1).tolist() == [2] * N  # R distinct keys per row
+    assert torch.equal(m, dense("random-2", N))  # same seed: same matrix
+    assert torch.equal(m, dense("random-2-s0", N))
+    assert dense("random-128", N).sum() == N * N and dense("random-200", N).sum() == N * N  # R >= 128
+    assert not torch.equal(dense("random-2", N), dense("random-2-s1", N))
+    assert not torch.equal(dense("random-3", N), dense("random-3-s7", N))
+    # The same seed gives the same matrix from a fresh mask object, too.
+    assert torch.equal(RandomMask(2, 5).matrix(N), parse_mask("random-2-s5").matrix(N))
 
 
 def test_random_keys_are_roughly_uniform():
-    # Over 300 seeds each key of each row is drawn with probability R/n = 1/3.
-    freq = torch.stack([RandomMask(2, s).matrix(6) for s in range(300)]).float().mean(0)
-    assert freq.min() > 0.2 and freq.max() < 0.47, freq
+    # Over 50 seeds and the 128 rows each key is drawn with probability R/128 = 1/4.
+    freq = torch.stack([RandomMask(32, s).matrix(N) for s in range(50)]).float().mean((0, 1))
+    assert freq.min() > 0.22 and freq.max() < 0.28, freq
 
 
-def test_random_drop_removes_exactly_n_entries():
-    for n in [1, 4, 6, 11]:
-        m = dense("random-drop", n)
-        assert m.numel() - m.sum() == n
-        assert torch.equal(m, dense("random-drop", n))
-    assert not torch.equal(dense("random-drop", 6), dense("random-drop-s3", 6))
-    # Uniform among all n^2 entries: over seeds, the diagonal is hit ~1/n of the time.
-    drops = torch.stack([~RandomDropMask(s).matrix(8) for s in range(200)]).float()
-    assert drops.sum((1, 2)).eq(8).all()
-    assert 0.05 < drops[:, range(8), range(8)].sum() / drops.sum() < 0.25
-    assert dense("no-diag", 6).sum() == dense("random-drop", 6).sum()  # same count as no-diag
+def test_random_drop_removes_exactly_128_entries():
+    m = dense("random-drop", N)
+    assert m.numel() - m.sum() == N  # SparseBERT §3.3: "the same number (128) of entries"
+    assert torch.equal(m, dense("random-drop", N))
+    assert not torch.equal(dense("random-drop", N), dense("random-drop-s3", N))
+    # Uniform among all 128² entries: over seeds, the diagonal is hit ~1/128 of the time.
+    drops = torch.stack([~RandomDropMask(s).matrix(N) for s in range(200)]).float()
+    assert drops.sum((1, 2)).eq(N).all()
+    assert 0.5 / N < drops[:, range(N), range(N)].sum() / drops.sum() < 2 / N
+    assert dense("no-diag", N).sum() == dense("random-drop", N).sum()  # same count as no-diag
 
 
 def _globals_of(m: torch.Tensor) -> set:
@@ -130,28 +131,28 @@ def _globals_of(m: torch.Tensor) -> set:
 
 
 def test_longformer_is_window_plus_random_global_rows_and_columns():
-    local1 = dense("local-1", 6).bool()
+    local1 = dense("local-1", N).bool()
+    pos = torch.arange(N)
     seen = set()
     for s in range(10):
-        m = LongformerMask(1, 2, s).matrix(6)
-        g = _globals_of(m)  # a non-global row has at most 3 + 2 < 6 ones
+        m = LongformerMask(1, 2, s).matrix(N)
+        g = _globals_of(m)  # a non-global row has at most 3 + 2 < 128 ones
         assert len(g) == 2
         axis = parse_mask(f"axis-{'.'.join(map(str, sorted(g)))}-{'.'.join(map(str, sorted(g)))}")
-        assert torch.equal(m, local1 | axis.dense(torch.arange(6), torch.arange(6)))
-        assert torch.equal(m, LongformerMask(1, 2, s).matrix(6))  # deterministic
+        assert torch.equal(m, local1 | axis.dense(pos, pos))
+        assert torch.equal(m, LongformerMask(1, 2, s).matrix(N))  # deterministic
         seen.add(tuple(sorted(g)))
     assert len(seen) > 1  # the seed changes the positions
-    assert dense("longformer-0-9", 4).sum() == 16  # G >= n: every position
+    assert dense("longformer-0-128", 4).sum() == 16  # G >= 128: every position
 
 
 def test_bigbird_is_longformer_or_random_of_the_same_seed():
     for s in [0, 4]:
-        n = 9
-        m = BigBirdMask(1, 2, 2, s).matrix(n)
-        assert torch.equal(m, LongformerMask(1, 2, s).matrix(n) | RandomMask(2, s).matrix(n))
-        assert torch.equal(m, BigBirdMask(1, 2, 2, s).matrix(n))
-        assert len(_globals_of(m)) >= 2 and (m >= dense("local-1", n).bool()).all()
-    assert not torch.equal(BigBirdMask(1, 1, 1, 0).matrix(9), BigBirdMask(1, 1, 1, 1).matrix(9))
+        m = BigBirdMask(1, 2, 2, s).matrix(N)
+        assert torch.equal(m, LongformerMask(1, 2, s).matrix(N) | RandomMask(2, s).matrix(N))
+        assert torch.equal(m, BigBirdMask(1, 2, 2, s).matrix(N))
+        assert len(_globals_of(m)) >= 2 and (m >= dense("local-1", N).bool()).all()
+    assert not torch.equal(BigBirdMask(1, 1, 1, 0).matrix(N), BigBirdMask(1, 1, 1, 1).matrix(N))
 
 
 # -------------------------------------------------------------------- sparsity
@@ -173,8 +174,8 @@ def test_seed004_footnote_local2(n):
 
 def test_sparsity_seed_override():
     for s in range(3):
-        assert sparsity("random-drop-s9", 10, seed=s) == pytest.approx(0.1)
-        assert sparsity("random-2", 16, seed=s) == pytest.approx(1 - 2 / 16)
+        assert sparsity("random-drop-s9", N, seed=s) == pytest.approx(1 / N)
+        assert sparsity("random-2", N, seed=s) == pytest.approx(1 - 2 / N)
     assert sparsity("global", 7) == 0.0 and sparsity("no-diag", 4) == pytest.approx(0.25)
 
 
@@ -186,10 +187,10 @@ def test_sparsity_cli(capsys):
         line = next(l for l in out.splitlines() if l.startswith(name))
         assert line.split()[1:3] == [token, value], line
     assert "longformer-2-2" in out and "bigbird-1-2-2" in out and "±" in out
-    main(["local-2", "random-drop", "--n", "10", "--seeds", "3"])
+    main(["local-2", "random-drop", "--n", "128", "--seeds", "3"])
     out = capsys.readouterr().out.splitlines()
-    assert out[1].split() == ["local-2", "56.0"]  # 1 - 44/100
-    assert out[2].split()[:4] == ["random-drop", "10.0", "±", "0.00"]
+    assert out[1].split() == ["local-2", "96.1"]  # 1 - 634/128²
+    assert out[2].split()[:4] == ["random-drop", "0.8", "±", "0.00"]  # 128/128²
 
 
 @pytest.mark.parametrize("argv", [["bnd-2"], ["star", "random-0"], ["--n", "0"], ["--seeds", "x"]])
@@ -214,7 +215,7 @@ def test_longest_kind_name_wins():
 
 ROUNDTRIP = [
     "local-0", "local-3", "global", "global-1", "global-12", "axis-0.5-0", "axis-_-3",
-    "axis-2-_", "axis-_-_", "diagonal-0.1.4", "diagonal-7", "random-2", "random-2-s3",
+    "axis-2-_", "axis-_-_", "diagonal-0.1.4", "diagonal-7", "random-2", "random-2-s3", "random-wang-1-s2",
     "no-diag", "random-drop", "random-drop-s11", "star", "logsparse", "strided-4",
     "fixed-4-1", "fixed-8-0", "longformer-2-2", "longformer-0-1-s5", "bigbird-1-2-2",
     "bigbird-3-1-4-s2", "local-2+global-1", "star+random-1-s4+no-diag", "band-2+axis-1-_",

@@ -68,8 +68,9 @@ def test_dam_l1_conventions(convention):
     lengths = [7, 4]
     terms, out = encoder_terms(enc, lengths)
     masks = enc.attention_modules()[0].dam  # shared by all six layers
-    if convention == "sum":  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len
-        assert float(terms.dam) == pytest.approx(float(sum(d.l1(1.0) for d in masks)), rel=1e-6)
+    if convention == "sum":  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len, at its n = 128
+        norm = float(sum(d.l1(1.0) for d in masks)) * (128 / SMALL["dam_max_len"]) ** 2
+        assert float(terms.dam) == pytest.approx(norm, rel=1e-6)
     else:  # the mean over sentences and DAM (layer, head) slots of ||M||_1 / N²
         expected = []
         for rec in out["sparsity"]:

@@ -280,34 +280,32 @@ def test_cached_tensors_built_under_inference_mode_serve_training():
     assert q.grad is not None
 
 
-SEEDED = ["random-2", "random-drop-s3", "longformer-2-2", "bigbird-1-2-2-s1"]
+SEEDED = ["random-2", "random-drop-s3", "random-wang-1", "longformer-2-2", "bigbird-1-2-2-s1"]
 
 
 @pytest.mark.parametrize("token", SEEDED)
-def test_seeded_masks_build_on_meta_and_from_the_length_table(token):
-    """Seeded masks (random, random-drop, longformer, bigbird) off the CPU index
-    a per-device table of every length by n itself (no unique/.tolist()): the
-    mask builds on `meta`, and the table gives the matrices of the host path."""
+def test_seeded_masks_build_on_meta_from_one_tile(token):
+    """Seeded masks (random, random-drop, random-wang, longformer, bigbird)
+    index one (128, 128) tile by the positions mod 128, whatever the lengths:
+    the mask builds on `meta`, and each padded sentence gets the top-left
+    block of the one pattern."""
     from fairseq_local.attention.masks import parse_mask, real_positions
-    from fairseq_local.attention.masks.seeded import SYNC_FREE_MAX_LEN, SeededMask, _bucket
+    from fairseq_local.attention.masks.seeded import SPAN
 
     mask = parse_mask(token)
-    for T in (1, 6, 13, 20):
+    assert mask.tile().shape == (SPAN, SPAN)
+    full = mask.matrix(150)
+    for T in (1, 6, 13, 150):
         lengths = [T, max(1, T - 5), 1, 0] if T > 1 else [1, 0]
         for left in (True, False):
             kpm = padding_mask(lengths, left, T)
             pos = real_positions(kpm, T)
-            want = mask.dense(pos, pos)  # CPU: the host path
-            table, m = mask.sync_free_table(T, torch.device("cpu"))
-            assert m >= T and table.shape == (m + 1, m * m // 8)
-            i, j = pos.unsqueeze(-1), pos.unsqueeze(-2)
-            n = pos.amax(-1, keepdim=True).unsqueeze(-1) + 1
-            got = SeededMask.lookup(table, m, i, j, n) & (i < n) & (i >= 0) & (j >= 0)
-            assert torch.equal(got, want), (T, lengths, left)
+            got = mask.dense(pos, pos)
+            for b, n in enumerate(lengths):
+                real = (~kpm[b]).nonzero().flatten()
+                assert torch.equal(got[b][real][:, real], full[:n, :n]), (T, lengths, left)
             meta = pos.to("meta")
             assert mask.dense(meta, meta).shape == (len(lengths), T, T)
-    assert _bucket(SYNC_FREE_MAX_LEN) == SYNC_FREE_MAX_LEN  # up to it: a table (not built here: seconds)
-    assert mask.sync_free_table(SYNC_FREE_MAX_LEN + 1, torch.device("cpu")) is None  # beyond: the host path
 
 
 @pytest.mark.parametrize("mode", ["post", "pre"])

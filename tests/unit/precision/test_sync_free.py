@@ -11,8 +11,8 @@ Layers run as the encoder runs them: two layers of one layout (a DAM mask
 shared by both, gathered once through the per-forward memo) inside an
 :func:`attention_context` with records and memo, as the encoder opens it.  FlexAttention (``--attn-impl flex``) is left to its own
 tests.  The seeded random kinds (``random``, ``longformer``, ``bigbird``) are
-in: off the CPU, up to 512 positions, their per-length matrices sit in one
-table on the device, indexed by the lengths (``masks/seeded.py``).
+in: they index one 128×128 tile on the device by the positions
+(``masks/seeded.py``).
 
 The sparsity terms: the penalty path is checked, not the logging values,
 which must be read back once to be logged.  The pair counts of every record
