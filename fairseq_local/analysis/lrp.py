@@ -134,6 +134,9 @@ def conservative_rules(model: nn.Module, capture: Optional[AttentionCapture] = N
                 if len(m.normalized_shape) != 1:
                     raise AnalysisError(f"no LN-rule for a LayerNorm over {len(m.normalized_shape)} dimensions")
                 handles.append(m.register_forward_hook(_ln_rule))
+            elif "LayerNorm" in type(m).__name__:  # e.g. apex's fused one: no LN-rule, no conservation
+                raise AnalysisError(f"no LN-rule for {type(m).__name__}: relevance propagation needs "
+                                    f"torch.nn.LayerNorm")
             elif isinstance(m, MultiheadAttention):
                 # the general path (fairseq's own switch for pruned heads): it forms the probabilities
                 skips.append((m, m.skip_embed_dim_check))

@@ -85,14 +85,36 @@ def set_compile_backend(device_type: str, backend: Optional[Backend]) -> Optiona
     return previous
 
 
+_ISOLATE = "isolate_recompiles" in inspect.signature(torch.compile).parameters
+RECOMPILE_LIMIT = 64
+"""Dynamo's recompile limit for FlexAttention where torch.compile has no
+``isolate_recompiles``: all layouts then share the cache entries of the one
+``flex_attention`` code object (8 by default)."""
+
+
 @cached(maxsize=None)
 def _compiled(backend: Backend, layout: Hashable) -> Callable[..., object]:
     """torch.compile(flex_attention) for one layout, with dynamic sizes and, where
     torch has it, its own recompile budget (dynamo's limit of 8 cache entries
-    per code object would otherwise be shared by all layouts)."""
-    isolate = "isolate_recompiles" in inspect.signature(torch.compile).parameters
+    per code object would otherwise be shared by all layouts: :func:`_dynamo_settings`)."""
     return torch.compile(flex_attention, backend=backend, dynamic=True,
-                         **({"isolate_recompiles": True} if isolate else {}))
+                         **({"isolate_recompiles": True} if _ISOLATE else {}))
+
+
+def _dynamo_settings() -> Dict[str, object]:
+    """torch._dynamo.config while a compiled FlexAttention runs: the scale
+    specialised; without ``isolate_recompiles``, the shared recompile limit
+    raised to :data:`RECOMPILE_LIMIT` and, where torch has the option, an error
+    on hitting it (dynamo would otherwise run FlexAttention eagerly, with
+    (T, T) scores, without a word)."""
+    settings: Dict[str, object] = {"specialize_float": True}
+    if not _ISOLATE:
+        config = torch._dynamo.config
+        limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # older torch
+        settings[limit] = RECOMPILE_LIMIT
+        if hasattr(config, "fail_on_recompile_limit_hit"):
+            settings["fail_on_recompile_limit_hit"] = True
+    return settings
 
 
 def _flex(q: Tensor, k: Tensor, v: Tensor, block_mask: "BlockMask", scale: float, lse: bool, layout: Hashable,
@@ -114,9 +136,12 @@ def _flex(q: Tensor, k: Tensor, v: Tensor, block_mask: "BlockMask", scale: float
             res = flex_attention(q, k, v, block_mask=block_mask, scale=scale, return_aux=aux)
     else:
         fn = _compiled(backend, layout)
+        # One memory layout per compiled graph: q, k, v that are slices of
+        # projections of other widths must not reuse a graph's strides.
+        q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
         from torch.fx.experimental import _config
         shapes = {key: value for key, value in SHAPE_SETTINGS.items() if hasattr(_config, key)}  # older torch
-        with _config.patch(**shapes), torch._dynamo.config.patch(specialize_float=True):
+        with _config.patch(**shapes), torch._dynamo.config.patch(**_dynamo_settings()):
             if graph or torch.is_inference_mode_enabled():
                 res = fn(q, k, v, block_mask=block_mask, scale=scale, return_aux=aux)
             elif q.device.type in _NO_BACKWARD:
@@ -181,7 +206,8 @@ def flex_lse(q: Tensor, k: Tensor, key_padding_mask: Optional[Tensor], scale: fl
 
     block = memoised(("flex-real", B, T, q.device), key_padding_mask, build)
     # v is unused, takes no gradient and must not alias k; FlexAttention keeps
-    # the head count static: one compilation per G.
+    # the head count static: one compilation per G (whatever q's and k's
+    # strides: _flex makes them contiguous).
     return _flex(q, k, torch.zeros_like(k), block, scale, True, ("real", G), trains=(True, True, False))[1]
 
 

@@ -52,12 +52,12 @@ def parse_decoder_gates(text: Optional[str]) -> Tuple[str, ...]:
     None: no decoder gates); an :class:`OptionError` (one line) otherwise."""
     if text is None or str(text).strip() in ("", "none"):
         return ()
-    kinds = tuple(dict.fromkeys(p.strip() for p in str(text).split(",")))
+    kinds = [p.strip() for p in str(text).split(",")]
     bad = [k for k in kinds if k not in DECODER_GATE_KINDS]
     if bad:
         raise OptionError(f"--decoder-gates takes a comma list of {' and '.join(DECODER_GATE_KINDS)} "
                           f"(or 'none'), not {bad[0]!r}")
-    return kinds
+    return tuple(k for k in DECODER_GATE_KINDS if k in kinds)  # one order: one signature
 
 
 class HeadGates(nn.Module):

@@ -128,7 +128,7 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         return _main(args, extra)
-    except OneLineError as e:
+    except (OneLineError, ValueError, OSError) as e:
         p.exit(1, f"error: {str(e).splitlines()[0]}\n")
 
 
@@ -143,8 +143,19 @@ def _main(args: argparse.Namespace, extra: List[str]) -> int:
         raise InputError(f"--lambdas must be numbers separated by commas, not {args.lambdas!r}") from None
     if not lambdas or any(lam < 0 for lam in lambdas):
         raise InputError("--lambdas needs at least one value, all >= 0")
+    for name, value in (("--max-update", args.max_update), ("--max-sentences", args.max_sentences)):
+        if value < 1:
+            raise InputError(f"{name} must be >= 1, not {value}")
+    if not args.lr > 0:
+        raise InputError(f"--lr must be > 0, not {args.lr}")
+    if args.rare_top < 0:
+        raise InputError(f"--rare-top must be >= 0, not {args.rare_top}")
     if not os.path.isfile(args.checkpoint):
         raise InputError(f"no checkpoint '{args.checkpoint}'")
+    # the scripts run from the repository root: every path absolute
+    for name in ("checkpoint", "data", "out", "ref", "conllu"):
+        if getattr(args, name):
+            setattr(args, name, os.path.abspath(getattr(args, name)))
     model_cfg, _ = read_checkpoint(args.checkpoint)
     if not str(model_cfg.get("arch") or model_cfg.get("_name") or "").startswith("transformer"):
         raise InputError(f"'{args.checkpoint}' is not an NMT checkpoint (arch {model_cfg.get('arch')})")
@@ -160,6 +171,10 @@ def _main(args: argparse.Namespace, extra: List[str]) -> int:
              Output(str(out / "prune_curve.png"), "figure", outputs.is_png),
              Output(str(out / "prune_roles.png"), "figure", outputs.is_png)]
     check_output_folder(str(out), files, [args.checkpoint, ref, conllu], args.force, "output folder")
+    settings = {"checkpoint": _identity(args.checkpoint), "data": args.data, "ref": _identity(ref),
+                "conllu": _identity(conllu), "lr": args.lr, "max_update": args.max_update, "beam": args.beam,
+                "max_sentences": args.max_sentences, "rare_top": args.rare_top, "train_args": extra}
+    _check_plan(out / "plan.json", settings)
     train = ["--finetune-from-model", os.path.abspath(args.checkpoint), *model_flags(model_cfg),
              "--attn-layout", layout, "--decoder-gates", "self,cross", *GATE_DEFAULTS,
              "--criterion", "label_smoothed_cross_entropy_with_sparsity",
@@ -177,12 +192,15 @@ def _main(args: argparse.Namespace, extra: List[str]) -> int:
             print(" ".join(subprocess.list2cmdline([c]) for c in cmd))
         return 0
     out.mkdir(parents=True, exist_ok=True)
+    if not (out / "plan.json").is_file():
+        outputs.write_text(out / "plan.json", json.dumps(settings, indent=1))
     rows = []
     for name, lam in plan:
         start = time.time()
         run = out / name
         run.mkdir(exist_ok=True)
-        ckpt = args.checkpoint if lam is None else str(run / "checkpoint_best.pt")
+        # the model at the end of fine-tuning (Voita et al.), not the best task loss
+        ckpt = args.checkpoint if lam is None else str(run / "checkpoint_last.pt")
         if lam is not None:
             _run(["bash", "scripts/train.sh", "--data", args.data, "--arch", str(model_cfg.get("arch")),
                   "--save-dir", str(run), "--", *train, "--gate-lambda", f"{lam:g}", *extra], run / "train.out",
@@ -193,6 +211,30 @@ def _main(args: argparse.Namespace, extra: List[str]) -> int:
               f"BLEU {r['bleu']:.2f}, roles {r['roles']} ({time.time() - start:.0f} s)", flush=True)
     _write(out, rows)
     return 0
+
+
+def _identity(path: str) -> dict:
+    """A file's path, size and modification time: another file in its place
+    is another input."""
+    st = os.stat(path)
+    return {"path": path, "size": st.st_size, "mtime": int(st.st_mtime)}
+
+
+def _check_plan(path: Path, settings: dict) -> None:
+    """Refuse (one line) to continue ``OUT`` made from another checkpoint,
+    data or settings: its finished runs would be skipped and mixed in."""
+    from ..errors import InputError
+
+    if not path.is_file():
+        return
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise InputError(f"'{path}' is not a prune-curve plan: use another --out") from None
+    diff = [k for k in dict.fromkeys([*settings, *saved]) if saved.get(k) != json.loads(json.dumps(settings.get(k)))]
+    if diff:
+        raise InputError(f"'{path.parent}' holds a pruning curve made with other {', '.join(diff)} "
+                         f"(see {path.name}): use another --out, or the same settings to resume it")
 
 
 def _stale(target: Path, source: str) -> bool:
@@ -235,8 +277,11 @@ def _evaluate(args, name: str, lam: Optional[float], ckpt: str, run: Path, ref: 
 
 
 def _write(out: Path, rows: List[dict]) -> None:
+    import logging
+
     from ..analysis.pruning import curve_lines, curve_table, plot_curve, plot_roles
 
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)
     table = curve_table(rows)
     outputs.write_text(out / "prune_curve.md", table + "\n" + "\n".join(curve_lines(rows)) + "\n")
     outputs.write_text(out / "prune_curve.json", json.dumps({"rows": rows}, indent=1))

@@ -125,6 +125,35 @@ def test_training_and_validation_share_one_compilation(mode, counter, cpu_backwa
     assert counter.frame_count == 1 + (mode == "post")
 
 
+def test_shared_recompile_limit_without_isolated_recompiles(counter, monkeypatch):
+    """Where torch.compile has no ``isolate_recompiles``, the layouts share the
+    cache entries of flex_attention's code object: with the limit raised, 10
+    layouts (head counts 1-10; dynamo's default limit is 8) compile 10 times,
+    none run eagerly unseen; past the limit the call raises."""
+    monkeypatch.setattr(flex, "_ISOLATE", False)
+    flex._compiled.cache_clear()
+    masks = [parse_mask("band-1")]
+    q, k = torch.randn(1, 1, 9, 8), torch.randn(1, 1, 9, 8)
+
+    def layouts(heads):
+        with torch.no_grad():
+            for H in heads:
+                attn = make_attention(["band-1"] * H, groups=[0] * H, mode="pre", embed_dim=8 * H)
+                v = torch.randn(1, H, 9, 8)
+                out = flex_attention_heads(q, k, v, masks * H, (0,) * H, None, "pre", attn.scaling)
+                ref = dense(attn, q.expand(1, H, 9, 8), k.expand(1, H, 9, 8), v, None)
+                assert torch.allclose(out, ref, atol=1e-5), H
+
+    layouts(range(1, 11))
+    assert counter.frame_count == 10
+    torch._dynamo.reset()
+    flex._compiled.cache_clear()
+    monkeypatch.setattr(flex, "RECOMPILE_LIMIT", 2)
+    layouts([1, 2])
+    with pytest.raises(torch._dynamo.exc.FailOnRecompileLimitHit):
+        layouts([3])
+
+
 def test_one_block_mask_per_mask_set_per_forward(monkeypatch):
     """Two layers with equal masks share one BlockMask within a forward pass's
     memo (post: and one all-real-keys mask); without one, each layer builds its own."""

@@ -34,7 +34,7 @@ def _close(model, closed):
 
 
 def test_parse_decoder_gates():
-    assert parse_decoder_gates("self,cross") == ("self", "cross")
+    assert parse_decoder_gates("self,cross") == ("self", "cross") == parse_decoder_gates("cross, self,cross")
     assert parse_decoder_gates("cross") == ("cross",)
     assert parse_decoder_gates(None) == () == parse_decoder_gates("") == parse_decoder_gates("none")
     with pytest.raises(OptionError, match="--decoder-gates takes a comma list of self and cross"):
@@ -131,10 +131,10 @@ def test_all_heads_closed_keeps_the_bias(one_thread):  # noqa: F811
         torch.testing.assert_close(pruned(**sample["net_input"])[0], model(**sample["net_input"])[0])
 
 
-def _build(overrides):
+def _build(overrides, arch="transformer_head_gates"):
     d = dictionary()
     args = argparse.Namespace(**{**NMT_TINY, **overrides})
-    ARCH_CONFIG_REGISTRY["transformer_head_gates"](args)
+    ARCH_CONFIG_REGISTRY[arch](args)
     task = TranslationTask(argparse.Namespace(left_pad_source=True), d, d)
     return LocalTransformerModel.build_model(args, task), args
 
@@ -175,7 +175,7 @@ def test_gates_added_to_a_model_without_them(one_thread):  # noqa: F811
 
 def test_signature_names_the_decoder_gates():
     base = {"arch": "transformer_head_gates", "attn_layout": "[global:gate*8]*6"}
-    assert model_signature({**base, "decoder_gates": "cross,self"})["decoder_gates"] == "cross,self"
+    assert model_signature({**base, "decoder_gates": "cross,self"})["decoder_gates"] == "self,cross"
     assert "decoder_gates" not in model_signature(base)
 
 
@@ -189,3 +189,34 @@ def test_half_precision_gates(one_thread, dtype):  # noqa: F811
     out = half(**sample["net_input"])[0]
     assert out.dtype == dtype and torch.isfinite(out).all()
     torch.testing.assert_close(out.float(), reference, atol=0.1, rtol=0.1)
+
+
+def test_closed_encoder_gate_equals_removed_head(one_thread):  # noqa: F811
+    """The encoder's ``:gate`` heads: the gated model equals the same model
+    without gates whose closed heads have no value rows and W_o columns and
+    whose open gates are folded into W_o (output and translation)."""
+    gated, _, sample = nmt_setup("transformer_head_gates", {"decoder_layers": 2}, seed=2)
+    with torch.no_grad():
+        for l, attn in enumerate(gated.encoder.attention_modules()):
+            attn.gates.log_alpha.copy_(torch.tensor([-20.0 if (l + h) % 3 == 0 else 1.0 for h in range(8)]))
+    gated.eval()
+    plain, args = _build({"decoder_layers": 2}, "transformer_local_baseline")
+    assert all(p.gates is None for p in plain.encoder.attention_modules())
+    plain.load_state_dict(copy.deepcopy(gated.state_dict()), strict=True, model_cfg=args)
+    with torch.no_grad():
+        for g, p in zip(gated.encoder.attention_modules(), plain.encoder.attention_modules()):
+            z, d = g.gates.eval_values(), g.head_dim
+            for h in range(g.num_heads):
+                p.out_proj.weight[:, h * d:(h + 1) * d] *= z[h]
+                if z[h] == 0:
+                    p.v_proj.weight[h * d:(h + 1) * d] = 0
+                    p.v_proj.bias[h * d:(h + 1) * d] = 0
+    plain.eval()
+    assert sum(bool((g.gates.eval_values() == 0).any()) for g in gated.encoder.attention_modules()) == 6
+    with torch.no_grad():
+        torch.testing.assert_close(plain(**sample["net_input"])[0], gated(**sample["net_input"])[0],
+                                   atol=1e-5, rtol=1e-5)
+    d = dictionary()
+    inp = {k: v for k, v in sample["net_input"].items() if k != "prev_output_tokens"}
+    hyps = [SequenceGenerator([m], d, beam_size=2, max_len_b=10).forward({"net_input": inp}) for m in (gated, plain)]
+    assert [[h["tokens"].tolist() for h in s] for s in hyps[0]] == [[h["tokens"].tolist() for h in s] for s in hyps[1]]
