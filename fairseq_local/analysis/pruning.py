@@ -120,7 +120,7 @@ def plot_roles(rows: Sequence[dict], path: str) -> str:
     ax.set_xticklabels([str(sum(r["roles"].values())) for r in done])
     ax.set_xlabel("encoder heads kept")
     ax.set_ylabel("heads")
-    ax.set_title("Remaining encoder heads by role (Voita et al. 2019, Fig. 8)", fontsize=9)
+    ax.set_title("Encoder heads kept, by role (Voita et al. 2019, Fig. 8)", fontsize=9)
     ax.legend(fontsize=8)
     fig.tight_layout()
     save_figure(fig, path)

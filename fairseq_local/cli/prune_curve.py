@@ -104,6 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="L0 weights, comma-separated (with --gate-preset voita's layer mean; default %(default)s)")
     p.add_argument("--max-update", type=int, default=500, help="fine-tuning updates per λ (default %(default)s)")
     p.add_argument("--lr", type=float, default=1e-3, help="constant fine-tuning learning rate (default %(default)s)")
+    p.add_argument("--gates-only", action="store_true",
+                   help="fine-tune only the gates, every other weight frozen (fast; Voita et al. fine-tune all)")
     p.add_argument("--ref", help="plain reference text of the test set (default DATA/raw/test.tgt)")
     p.add_argument("--conllu", help="gold trees of test sentences for the roles (default DATA/raw/test.src.conllu)")
     p.add_argument("--max-sentences", type=int, default=500, help="sentences for the roles (default %(default)s)")
@@ -173,14 +175,15 @@ def _main(args: argparse.Namespace, extra: List[str]) -> int:
     check_output_folder(str(out), files, [args.checkpoint, ref, conllu], args.force, "output folder")
     settings = {"checkpoint": _identity(args.checkpoint), "data": args.data, "ref": _identity(ref),
                 "conllu": _identity(conllu), "lr": args.lr, "max_update": args.max_update, "beam": args.beam,
-                "max_sentences": args.max_sentences, "rare_top": args.rare_top, "train_args": extra}
+                "max_sentences": args.max_sentences, "rare_top": args.rare_top, "gates_only": args.gates_only,
+                "train_args": extra}
     _check_plan(out / "plan.json", settings)
     train = ["--finetune-from-model", os.path.abspath(args.checkpoint), *model_flags(model_cfg),
              "--attn-layout", layout, "--decoder-gates", "self,cross", *GATE_DEFAULTS,
              "--criterion", "label_smoothed_cross_entropy_with_sparsity",
              # a constant rate: inverse_sqrt held in its warm-up, from --lr to --lr
              "--lr", str(args.lr), "--warmup-init-lr", str(args.lr), "--warmup-updates", str(2 * args.max_update),
-             "--max-update", str(args.max_update),
+             "--max-update", str(args.max_update), *(["--train-gates-only"] if args.gates_only else []),
              "--no-epoch-checkpoints", "--log-interval", "50"]
     plan = [("base", None)] + [(run_name(lam), lam) for lam in lambdas]
     print(f"prune-curve: {len(lambdas)} fine-tuning runs of {args.max_update} updates "

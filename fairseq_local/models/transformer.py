@@ -32,6 +32,7 @@ from ..attention.context import attention_context
 from ..attention.masks import FileMask
 from ..attention.config import LEARNED_KEYS, add_attention_args, attention_config, resolved, set_attention_defaults
 from ..attention.penalties import SparsityTerms, sparsity_terms
+from ..errors import OptionError
 from .archs import NAMED_ARCHS
 from ..attention.gates import parse_decoder_gates
 from .decoder import GatedTransformerDecoder
@@ -158,6 +159,9 @@ class LocalTransformerModel(TransformerModel):
                             help="hard-concrete gates on every head of the decoder's self-attention "
                                  "and/or encoder-decoder attention: a comma list of self and cross "
                                  "(Voita et al. 2019 §6); the --gate-* options apply")
+        parser.add_argument("--train-gates-only", action="store_true",
+                            help="train only the head gates (encoder ':gate' heads and --decoder-gates); every "
+                                 "other parameter is frozen (a fast pruning pass; Voita et al. train all)")
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
@@ -168,6 +172,20 @@ class LocalTransformerModel(TransformerModel):
                         f"its DAM/file masks cover: fairseq skips longer training sentences and refuses "
                         f"longer validation ones unless --skip-invalid-size-inputs-valid-test")
         return encoder
+
+    @classmethod
+    def build_model(cls, args, task):
+        """fairseq's, then ``--train-gates-only``: every parameter but the
+        gates' log α stops taking gradients (fairseq's optimizer skips them)."""
+        model = super().build_model(args, task)
+        if getattr(args, "train_gates_only", False):
+            gates = [p for name, p in model.named_parameters() if ".gates." in name]
+            if not gates:
+                raise OptionError("--train-gates-only: the model has no head gates (':gate' in --attn-layout, "
+                                  "or --decoder-gates)")
+            for name, p in model.named_parameters():
+                p.requires_grad_(".gates." in name)
+        return model
 
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):

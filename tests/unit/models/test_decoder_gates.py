@@ -220,3 +220,13 @@ def test_closed_encoder_gate_equals_removed_head(one_thread):  # noqa: F811
     inp = {k: v for k, v in sample["net_input"].items() if k != "prev_output_tokens"}
     hyps = [SequenceGenerator([m], d, beam_size=2, max_len_b=10).forward({"net_input": inp}) for m in (gated, plain)]
     assert [[h["tokens"].tolist() for h in s] for s in hyps[0]] == [[h["tokens"].tolist() for h in s] for s in hyps[1]]
+
+
+def test_train_gates_only_freezes_everything_else():
+    model, crit, sample = nmt_setup("transformer_head_gates", {**GATED, "train_gates_only": True})
+    trained = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert len(trained) == 6 + 4 and all(name.endswith(".gates.log_alpha") for name in trained)
+    crit(model, sample)[0].backward()
+    assert all((p.grad is not None) == (name in trained) for name, p in model.named_parameters())
+    with pytest.raises(OptionError, match="--train-gates-only: the model has no head gates"):
+        nmt_setup("transformer_local_baseline", {"train_gates_only": True})
