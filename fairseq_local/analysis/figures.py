@@ -39,7 +39,7 @@ def _array(nested) -> np.ndarray:
     return np.array(nested if nested is not None else [], dtype=float)
 
 
-def _save(fig: Figure, path: PathLike) -> Path:
+def save(fig: Figure, path: PathLike) -> Path:
     """Write ``fig`` to ``path`` atomically (:func:`~fairseq_local.outputs.save_figure`),
     creating its folder if needed; returns the path."""
     from ..outputs import save_figure
@@ -48,6 +48,18 @@ def _save(fig: Figure, path: PathLike) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     save_figure(fig, path, dpi=150, bbox_inches="tight")
     return path
+
+
+def head_grid(ax, layers: int, heads: int) -> None:
+    """Ticks, white cell borders and axis names of a layers × heads image."""
+    ax.set_xticks(np.arange(heads))
+    ax.set_yticks(np.arange(layers))
+    ax.set_xticks(np.arange(heads + 1) - 0.5, minor=True)
+    ax.set_yticks(np.arange(layers + 1) - 0.5, minor=True)
+    ax.grid(which="minor", color="white", linewidth=1.5)
+    ax.tick_params(which="minor", length=0)
+    ax.set_xlabel("head")
+    ax.set_ylabel("layer")
 
 
 def _prefixed(prefix: PathLike, name: str) -> Path:
@@ -76,7 +88,7 @@ def plot_bias_thresholds(
     ax.set_ylim(0, 1)
     ax.legend()
     ax.set_title(f"Attention bias ({scores.get('sentences', '?')} sentences)")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_bias_grid(scores: dict, path: PathLike, threshold: float = 3.0) -> Path:
@@ -91,21 +103,14 @@ def plot_bias_grid(scores: dict, path: PathLike, threshold: float = 3.0) -> Path
     fig = Figure(figsize=(0.45 * heads + 2.8, 0.4 * layers + 1.2))
     ax = fig.add_subplot()
     ax.imshow(code, cmap=ListedColormap(colours), vmin=-0.5, vmax=3.5, aspect="equal")
-    ax.set_xticks(np.arange(heads))
-    ax.set_yticks(np.arange(layers))
-    ax.set_xticks(np.arange(heads + 1) - 0.5, minor=True)
-    ax.set_yticks(np.arange(layers + 1) - 0.5, minor=True)
-    ax.grid(which="minor", color="white", linewidth=1.5)
-    ax.tick_params(which="minor", length=0)
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
+    head_grid(ax, layers, heads)
     labels = ["neither", f"locality > {threshold:g}", f"syntactic > {threshold:g}", "both"]
     handles = [
         Patch(color=colour, label=f"{label} ({int(np.sum(code == k))})")
         for k, (colour, label) in enumerate(zip(colours, labels))
     ]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_sensitivity(result: dict, path: PathLike) -> Path:
@@ -135,7 +140,7 @@ def plot_sensitivity(result: dict, path: PathLike) -> Path:
         loc="upper left", bbox_to_anchor=(1.01, 1), frameon=False,
     )
     ax.set_title(f"Gradient sensitivity ({result.get('sentences', '?')} sentences)")
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_correlations(result: dict, path_prefix: PathLike) -> List[Path]:
@@ -164,7 +169,7 @@ def plot_correlations(result: dict, path_prefix: PathLike) -> List[Path]:
             ax.set_yticks(np.arange(values.shape[0]))
         fig.colorbar(image, ax=list(axes), shrink=0.8)
         fig.suptitle(f"Attention vs {title}")
-        written.append(_save(fig, _prefixed(path_prefix, kind)))
+        written.append(save(fig, _prefixed(path_prefix, kind)))
     return written
 
 
@@ -198,7 +203,7 @@ def plot_histograms(result: dict, path_prefix: PathLike) -> List[Path]:
             if h == 0:
                 ax.set_ylabel(f"layer {l}", fontsize=6)
         fig.suptitle(f"Relative position of {kind} (key - query), normalised to each head's maximum")
-        written.append(_save(fig, _prefixed(path_prefix, kind)))
+        written.append(save(fig, _prefixed(path_prefix, kind)))
     return written
 
 
@@ -220,4 +225,4 @@ def plot_centres(result: dict, path: PathLike) -> Path:
     ax.set_xlabel("layer")
     ax.set_ylabel("centre of mass (offset)")
     ax.legend(frameon=False)
-    return _save(fig, path)
+    return save(fig, path)

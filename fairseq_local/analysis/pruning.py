@@ -64,18 +64,29 @@ def curve_table(rows: Sequence[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _figure(width: float):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, 3.8))
+    return fig, fig.add_subplot()
+
+
+def _finish(fig, ax, xlabel: str, ylabel: str, title: str, path: str) -> str:
+    from .figures import save
+
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=8)
+    save(fig, path)
+    return path
+
+
 def plot_curve(rows: Sequence[dict], path: str) -> str:
     """BLEU against the heads kept: in all, and per attention type (Voita et
     al. 2019, Fig. 7).  Returns ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..outputs import save_figure
-
     done = sorted((r for r in rows if r.get("bleu") is not None), key=lambda r: sum(r["kept"].values()))
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    fig, ax = _figure(5.5)
     ax.plot([sum(r["kept"].values()) for r in done], [r["bleu"] for r in done], "o-", color="k", label="all")
     markers = {"enc-self": "s--", "dec-self": "^--", "dec-cross": "v--"}
     for t in ATTENTION_TYPES:
@@ -86,30 +97,17 @@ def plot_curve(rows: Sequence[dict], path: str) -> str:
         if r["lambda"] is not None:
             ax.annotate(f"λ={r['lambda']:g}", (sum(r["kept"].values()), r["bleu"]), fontsize=7,
                         textcoords="offset points", xytext=(3, 3))
-    ax.set_xlabel("heads kept")
-    ax.set_ylabel("BLEU")
-    ax.set_title("BLEU against heads kept (Voita et al. 2019, Fig. 7)", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, "heads kept", "BLEU", "BLEU against heads kept (Voita et al. 2019, Fig. 7)", path)
 
 
 def plot_roles(rows: Sequence[dict], path: str) -> str:
     """The encoder heads that remain, by role, as heads are removed (Voita et
     al. 2019, Fig. 8): one stacked bar per run, fewest heads on the right.
     Returns ``path``."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..outputs import save_figure
     from .roles import ROLE_COLOURS
 
     done = sorted((r for r in rows if r.get("roles")), key=lambda r: -sum(r["roles"].values()))
-    fig, ax = plt.subplots(figsize=(max(4.0, 0.7 * len(done) + 2), 3.8))
+    fig, ax = _figure(max(4.0, 0.7 * len(done) + 2))
     xs = list(range(len(done)))
     bottom = [0] * len(done)
     for role in ROLE_ORDER:
@@ -118,14 +116,8 @@ def plot_roles(rows: Sequence[dict], path: str) -> str:
         bottom = [b + v for b, v in zip(bottom, values)]
     ax.set_xticks(xs)
     ax.set_xticklabels([str(sum(r["roles"].values())) for r in done])
-    ax.set_xlabel("encoder heads kept")
-    ax.set_ylabel("heads")
-    ax.set_title("Encoder heads kept, by role (Voita et al. 2019, Fig. 8)", fontsize=9)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    save_figure(fig, path)
-    plt.close(fig)
-    return path
+    return _finish(fig, ax, "encoder heads kept", "heads",
+                   "Encoder heads kept, by role (Voita et al. 2019, Fig. 8)", path)
 
 
 def curve_lines(rows: Sequence[dict]) -> List[str]:

@@ -15,6 +15,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from .bias import format_cell
+from .figures import head_grid, save
 from .roles import ROLE_COLOURS, ROLES, best_relation, syntactic_keys
 
 __all__ = ["PAPER_NAMES", "roles_table", "plot_roles", "plot_syntactic"]
@@ -78,15 +79,6 @@ def roles_table(roles: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _save(fig: Figure, path: PathLike) -> Path:
-    from ..outputs import save_figure
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    save_figure(fig, path, dpi=150, bbox_inches="tight")
-    return path
-
-
 def _label(roles: dict, layer: int, head: int, role: str) -> str:
     """The cell text of the grid: the offset of a positional head, the best
     relation of a syntactic one, "r" for a rare-word head."""
@@ -115,19 +107,12 @@ def plot_roles(roles: dict, path: PathLike) -> Path:
     ax.imshow(image, aspect="equal")
     for (layer, head), _ in np.ndenumerate(np.zeros((layers, heads))):
         ax.text(head, layer, _label(roles, layer, head, names[layer][head]), ha="center", va="center", fontsize=6)
-    ax.set_xticks(np.arange(heads))
-    ax.set_yticks(np.arange(layers))
-    ax.set_xticks(np.arange(heads + 1) - 0.5, minor=True)
-    ax.set_yticks(np.arange(layers + 1) - 0.5, minor=True)
-    ax.grid(which="minor", color="white", linewidth=1.5)
-    ax.tick_params(which="minor", length=0)
-    ax.set_xlabel("head")
-    ax.set_ylabel("layer")
+    head_grid(ax, layers, heads)
     handles = [Patch(color=ROLE_COLOURS[r], label=f"{r} ({sum(row.count(r) for row in names)})") for r in ROLES]
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1), frameon=False,
               title="role (shade: confidence)", title_fontsize=7)
     ax.set_title(f"Head roles, Voita et al. 2019 ({roles.get('sentences', '?')} sentences)", fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_syntactic(roles: dict, path: PathLike) -> Path:
@@ -153,4 +138,4 @@ def plot_syntactic(roles: dict, path: PathLike) -> Path:
         ax.text(0.5, 0.5, "no relations in the dump (needs CoNLL-U input)", ha="center", va="center",
                 transform=ax.transAxes)
     ax.set_title("Dependency scores, Voita et al. 2019 Fig. 4", fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)

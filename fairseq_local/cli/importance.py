@@ -13,9 +13,10 @@ import json
 import os
 import warnings
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import List, Optional
 
 from ..outputs import Output, is_png, save_figure, text_starting, write_text
+from .analyze import json_with
 from .dump import add_model_args, load_inputs, report_skipped
 
 KEYS = ("lrp", "grad_gate", "lrp_signed", "spearman", "sentences", "predictions", "skipped", "rule", "target",
@@ -42,23 +43,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="seed of the masked pieces (1)")
 
 
-def _json_object(*keys: str) -> Callable[[Path], bool]:
-    """``ours`` for a JSON object file holding ``keys``."""
-    def ours(path: Path) -> bool:
-        try:
-            obj = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False
-        return isinstance(obj, dict) and all(k in obj for k in keys)
-    return ours
-
-
 def outputs(args: argparse.Namespace) -> List[Output]:
     """Every file ``analyze importance`` may write into ``--out``."""
     out = args.out
-    files = [Output(os.path.join(out, "importance.json"), "importance result (JSON)", _json_object("lrp", "grad_gate")),
+    files = [Output(os.path.join(out, "importance.json"), "importance result (JSON)", json_with("lrp", "grad_gate")),
              Output(os.path.join(out, "importance.md"), "importance table", text_starting("| layer |")),
-             Output(os.path.join(out, "roles.json"), "roles result (JSON)", _json_object())]
+             Output(os.path.join(out, "roles.json"), "roles result (JSON)", json_with())]
     if args.method == "both":
         files.append(Output(os.path.join(out, "importance.png"), "figure", is_png))
     return files

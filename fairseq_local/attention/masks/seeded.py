@@ -114,6 +114,7 @@ class RandomMask(SeededMask):
 
     @classmethod
     def from_params(cls, kind: str, params: List[str]) -> HeadMask:
+        """``R[-sSEED]``: the size R (>= 1) and the seed."""
         params, seed = seed_param(params)
         (r,) = int_params(params, ("R", 1))
         return cls(r, seed)
@@ -137,11 +138,7 @@ class RandomWangMask(SeededMask):
     size: int
     seed: int = 0
 
-    @classmethod
-    def from_params(cls, kind: str, params: List[str]) -> HeadMask:
-        params, seed = seed_param(params)
-        (r,) = int_params(params, ("R", 1))
-        return cls(r, seed)
+    from_params = classmethod(RandomMask.from_params.__func__)  # the same parameters: R[-sSEED]
 
     def draw_tile(self):
         keep = _draw(self.seed, "random-wang", SPAN * SPAN, 2 * self.size * SPAN)[0]
