@@ -17,11 +17,7 @@
 #        MAX_UPDATE, RUNS=runs/demo, DATA=data-bin/synthetic  (as scripts/demo.sh)
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-case "${1:-}" in
-  -h|--help) usage; exit 0 ;;
-  "") ;;
-  *) die "unexpected argument '$1' (settings are environment variables; see --help)" ;;
-esac
+env_settings_only "$@"
 cd "$FAIRSEQ_LOCAL_ROOT"
 source scripts/setup_env.sh
 

@@ -14,11 +14,7 @@
 #        DATA=data-bin/synthetic
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
-case "${1:-}" in
-  -h|--help) usage; exit 0 ;;
-  "") ;;
-  *) die "unexpected argument '$1' (settings are environment variables; see --help)" ;;
-esac
+env_settings_only "$@"
 cd "$FAIRSEQ_LOCAL_ROOT"
 source scripts/setup_env.sh
 

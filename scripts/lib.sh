@@ -21,6 +21,16 @@ die() { echo "error: $*" >&2; exit 1; }
 # line that is not a comment), without the leading "# ": its --help text.
 usage() { awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "${BASH_SOURCE[-1]}"; }
 
+# env_settings_only "$@" : for a script whose settings are environment
+# variables: --help prints its usage, any argument is one error line.
+env_settings_only() {
+  case "${1:-}" in
+    -h|--help) usage; exit 0 ;;
+    "") ;;
+    *) die "unexpected argument '$1' (settings are environment variables; see --help)" ;;
+  esac
+}
+
 # needs_value "$@" : in an option loop, die unless the option "$1" has a value.
 needs_value() { [ $# -ge 2 ] || die "$1 needs a value (see --help)"; }
 
