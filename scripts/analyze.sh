@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Analyse a trained run: dump the attention of every head, then the attention
-# bias (Pande et al. §3.2), gradient sensitivity (§3.1) and Hidden Token
-# Attribution per head (Pascual et al.), each with its JSON, Markdown table and
+# bias (Pande et al. §3.2), the head roles (Voita et al. 2019 §4-5), gradient
+# sensitivity (§3.1) and Hidden Token Attribution per head (Pascual et al.), each with its JSON, Markdown table and
 # the papers' figures. Works on NMT and RoBERTa runs. Idempotent: a re-run
 # skips the steps whose checkpoint, input and options are unchanged.
 #
@@ -25,7 +25,7 @@
 # OPTIONS          passed to every fairseq-local command that loads the model,
 #                  e.g. --bpe sentencepiece --bpe-model FILE.model.
 #
-# Output: OUT/attention.pt, OUT/{bias,sensitivity,hta}.{json,md} and the PNG figures.
+# Output: OUT/attention.pt, OUT/{bias,roles,sensitivity,hta}.{json,md} and the PNG figures.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
@@ -105,6 +105,7 @@ step() {
 
 step dump "$OUT/attention.pt" fairseq-local attention dump "${MODEL[@]}" --max-sentences "$N" --out "$OUT/attention.pt"
 step bias "$OUT/bias.json" fairseq-local analyze bias "$OUT/attention.pt" --out "$OUT"
+step roles "$OUT/roles.json" fairseq-local analyze roles "$OUT/attention.pt" --out "$OUT"
 step sensitivity "$OUT/sensitivity.json" fairseq-local analyze sensitivity "${MODEL[@]}" --max-sentences "$N" --out "$OUT"
 step hta "$OUT/hta.json" fairseq-local analyze hta "${MODEL[@]}" "${HTA[@]}" --out "$OUT"
-log "analysis of $ckpt in $OUT: bias.md, sensitivity.md, hta.md and the figures (*.png)"
+log "analysis of $ckpt in $OUT: bias.md, roles.md, sensitivity.md, hta.md and the figures (*.png)"

@@ -181,8 +181,8 @@ class AnalysisModel:
         model = models[0]
         if not cpu and torch.cuda.is_available():
             model = model.cuda()
-        lang = getattr(cfg.task, "source_lang", None)
         # the task infers the language pair from the data folder when the options leave it out
+        lang = getattr(getattr(task, "cfg", None), "source_lang", None) or getattr(cfg.task, "source_lang", None)
         target_lang = getattr(getattr(task, "cfg", None), "target_lang", None) or getattr(cfg.task, "target_lang", None)
         target = word_tokeniser(bpe, bpe_model, target_lang) if target_lang and hasattr(model, "decoder") else None
         return cls(model, task.source_dictionary, word_tokeniser(bpe, bpe_model, lang), name=path,

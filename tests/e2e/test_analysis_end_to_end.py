@@ -46,8 +46,10 @@ def test_analyze_sh_on_an_nmt_run(runs, tiny_data):
                 "hta_contribution", "hta_centres"]:
         assert (out / f"{png}.png").stat().st_size > 1000, png
     assert (out / "bias.md").read_text().startswith("| layer") and "γ unrelated" in r.stdout
+    roles = json.loads((out / "roles.json").read_text())
+    assert roles["sentences"] == 12 and roles["positional_offset"][0][:4] == [-1, -2, 1, 2]  # prev-1, prev-2, next-1, next-2
     again = run(["bash", "scripts/analyze.sh", str(runs / "f"), *ARGS])
-    assert again.stderr.count("up to date") == 4
+    assert again.stderr.count("up to date") == 5
 
 
 def test_band1_pre_model_is_insensitive_outside_its_window(runs, tiny_data, tmp_path):
