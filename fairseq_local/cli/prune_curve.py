@@ -205,6 +205,7 @@ def _main(args: argparse.Namespace, extra: List[str]) -> int:
         # the model at the end of fine-tuning (Voita et al.), not the best task loss
         ckpt = args.checkpoint if lam is None else str(run / "checkpoint_last.pt")
         if lam is not None:
+            print(f"  {name}: fine-tuning, then translating and analysing (logs in {run})", flush=True)
             _run(["bash", "scripts/train.sh", "--data", args.data, "--arch", str(model_cfg.get("arch")),
                   "--save-dir", str(run), "--", *train, "--gate-lambda", f"{lam:g}", *extra], run / "train.out",
                  f"fine-tuning at λ={lam:g}")
