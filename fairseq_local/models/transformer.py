@@ -5,7 +5,9 @@ layer's ``self_attn`` is a
 :class:`~fairseq_local.attention.module.LocalMultiheadAttention` built by an
 :class:`~fairseq_local.attention.build.AttentionBuilder` from the attention
 options (:class:`~fairseq_local.attention.config.AttentionConfig`) and
-``--attn-layout``.  The decoder is fairseq's own.  The named architectures
+``--attn-layout``.  The decoder is fairseq's own; ``--decoder-gates`` gives
+its attention head gates (:mod:`fairseq_local.models.decoder`), and
+``--train-gates-only`` trains the gates alone.  The named architectures
 are layout data (:mod:`fairseq_local.models.archs`).
 """
 
@@ -121,8 +123,9 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         model, Voita et al. 2019 and Adaptive Axis Attention)."""
         super().upgrade_state_dict_named(state_dict, name)
         prefix = f"{name}." if name else ""
-        state_dict.setdefault(prefix + EXTRA_STATE, self.state_dict()[EXTRA_STATE])  # saved before signatures
-        sync_learned(state_dict, self.state_dict(), prefix, self.LEARNED_KEYS)
+        own = self.state_dict()
+        state_dict.setdefault(prefix + EXTRA_STATE, own[EXTRA_STATE])  # saved before signatures
+        sync_learned(state_dict, own, prefix, self.LEARNED_KEYS)
 
     def train(self, mode: bool = True) -> "LocalTransformerEncoder":
         """As nn.Module's; refuses in one line to train where a chosen path has
