@@ -15,9 +15,10 @@ import warnings
 from pathlib import Path
 from typing import List, Optional
 
-from ..outputs import Output, is_png, save_figure, text_starting, write_text
+from ..outputs import Output, is_png, text_starting, write_text
 from .analyze import json_with
 from .dump import add_model_args, load_inputs, report_skipped
+from .roles import is_roles_json
 
 KEYS = ("lrp", "grad_gate", "lrp_signed", "spearman", "sentences", "predictions", "skipped", "rule", "target",
         "grad_loss")
@@ -48,7 +49,7 @@ def outputs(args: argparse.Namespace) -> List[Output]:
     out = args.out
     files = [Output(os.path.join(out, "importance.json"), "importance result (JSON)", json_with("lrp", "grad_gate")),
              Output(os.path.join(out, "importance.md"), "importance table", text_starting("| layer |")),
-             Output(os.path.join(out, "roles.json"), "roles result (JSON)", json_with())]
+             Output(os.path.join(out, "roles.json"), "roles result (JSON)", is_roles_json)]
     if args.method == "both":
         files.append(Output(os.path.join(out, "importance.png"), "figure", is_png))
     return files
@@ -76,6 +77,8 @@ def plot_importance(result: dict, path: str) -> None:
     import numpy as np
     from matplotlib.figure import Figure
 
+    from ..analysis.figures import save
+
     lrp, grad = np.array(result["lrp"], dtype=float), np.array(result["grad_gate"], dtype=float)
     L, H = lrp.shape
     fig = Figure(figsize=(5.5, 4.5))
@@ -87,7 +90,7 @@ def plot_importance(result: dict, path: str) -> None:
     ax.set_xlabel("LRP relevance (Voita et al.), share of the layer")
     ax.set_ylabel("grad x gate (Michel et al.), l2-normalised per layer")
     ax.grid(alpha=0.3)
-    save_figure(fig, path, dpi=150, bbox_inches="tight")
+    save(fig, path)
 
 
 def _roles(out: str) -> Optional[dict]:
