@@ -18,7 +18,6 @@ from typing import List, Optional
 from ..outputs import Output, is_png, text_starting, write_text
 from .analyze import json_with
 from .dump import add_model_args, load_inputs, report_skipped
-from .roles import is_roles_json
 
 KEYS = ("lrp", "grad_gate", "lrp_signed", "spearman", "sentences", "predictions", "skipped", "rule", "target",
         "grad_loss")
@@ -49,7 +48,7 @@ def outputs(args: argparse.Namespace) -> List[Output]:
     out = args.out
     files = [Output(os.path.join(out, "importance.json"), "importance result (JSON)", json_with("lrp", "grad_gate")),
              Output(os.path.join(out, "importance.md"), "importance table", text_starting("| layer |")),
-             Output(os.path.join(out, "roles.json"), "roles result (JSON)", is_roles_json)]
+             Output(os.path.join(out, "roles.json"), "roles result (JSON)", json_with())]
     if args.method == "both":
         files.append(Output(os.path.join(out, "importance.png"), "figure", is_png))
     return files
