@@ -7,10 +7,12 @@ The rules (one per task, see :func:`_record`): CoLA unacceptable = words in
 reverse order; SST-2 negative = the negation word; STS-B similarity = the
 share of words kept; MRPC/QQP/WNLI paraphrase = the second sentence is the
 first less one word; MNLI/QNLI/RTE entailment likewise, contradiction = a
-negated derivation, neutral = an unrelated sentence.
+negated derivation, neutral = an unrelated sentence.  With ``--hard``, CoLA,
+SST-2, MNLI, QNLI and QQP follow the rules of :mod:`fairseq_local_data.glue_hard`
+instead (labels that need the sentence's structure).
 
 Command line: ``python -m fairseq_local_data.glue_fake --out DIR [--tasks ...]
-[--rows N] [--eval-rows N] [--seed N]`` (also ``python -m fairseq_local_data.glue
+[--rows N] [--eval-rows N] [--seed N] [--hard]`` (also ``python -m fairseq_local_data.glue
 fake ...``).
 """
 from __future__ import annotations
@@ -21,6 +23,7 @@ import random
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from . import glue_hard
 from .errors import OneLineError
 from .glue import DIAGNOSTIC, DIAGNOSTIC_COLUMNS, TASKS, GlueError, GlueTask, task, write_lines
 from .language import Grammar, Lexicon, SyntheticConfig
@@ -114,13 +117,17 @@ def _row(t: GlueTask, kind: str, k: int, s1: str, s2: str, y: str, genres=MATCHE
 
 
 def make_fake_glue(out: str, names: Sequence[str] = tuple(TASKS), rows: int = 300,
-                   eval_rows: Optional[int] = None, seed: int = 1) -> Dict[str, Dict[str, int]]:
+                   eval_rows: Optional[int] = None, seed: int = 1, hard: bool = False) -> Dict[str, Dict[str, int]]:
     """Write a stand-in GLUE folder to ``out``: the official file names,
     headers and columns of each task in ``names`` (and diagnostic/diagnostic.tsv
     with MNLI), ``rows`` training rows and ``eval_rows`` (default
-    max(20, rows // 4)) rows per dev and test set.  Returns {task: {split: rows}}."""
+    max(20, rows // 4)) rows per dev and test set; ``hard``: the rows of
+    :mod:`fairseq_local_data.glue_hard` (its tasks only).  Returns {task: {split: rows}}."""
     if rows < 1 or (eval_rows is not None and eval_rows < 1):
         raise GlueError("--rows and --eval-rows must be positive")
+    bad = [t.name for t in map(task, names) if t.name not in glue_hard.HARD_TASKS] if hard else []
+    if bad:
+        raise GlueError(f"--hard has no rule for {', '.join(bad)} (it has {', '.join(glue_hard.HARD_TASKS)})")
     eval_rows = eval_rows or max(20, rows // 4)
     sizes: Dict[str, Dict[str, int]] = {}
     for name in names:
@@ -132,13 +139,17 @@ def make_fake_glue(out: str, names: Sequence[str] = tuple(TASKS), rows: int = 30
             text = _Text(seed, random.Random(f"glue:{t.name}:{split}:{seed}"))
             genres = MISMATCHED if split.endswith("mismatched") else MATCHED
             n = rows if kind == "train" else eval_rows
-            body = [_row(t, kind, k, *_record(t.name, text), genres=genres) for k in range(n)]
+            recs = glue_hard.records(t.name, n, random.Random(f"glue-hard:{t.name}:{split}:{seed}"), seed) \
+                if hard else [_record(t.name, text) for _ in range(n)]
+            body = [_row(t, kind, k, *rec, genres=genres) for k, rec in enumerate(recs)]
             header = [] if (kind != "test" and not t.header) else [list(t.columns.get(kind, t.columns["train"]))]
             write_lines(os.path.join(out, t.name, split + ".tsv"), ("\t".join(r) for r in header + body))
             sizes[t.name][split] = n
         if t.name == "MNLI":
             text = _Text(seed, random.Random(f"glue:AX:{seed}"))
-            body = [[str(k), *_record("MNLI", text)[:2]] for k in range(eval_rows)]
+            recs = glue_hard.records("MNLI", eval_rows, random.Random(f"glue-hard:AX:{seed}"), seed) \
+                if hard else [_record("MNLI", text) for _ in range(eval_rows)]
+            body = [[str(k), *rec[:2]] for k, rec in enumerate(recs)]
             os.makedirs(os.path.join(out, "diagnostic"), exist_ok=True)
             write_lines(os.path.join(out, DIAGNOSTIC), ("\t".join(r) for r in [list(DIAGNOSTIC_COLUMNS)] + body))
     return sizes
@@ -163,9 +174,11 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m fairseq_lo
     p.add_argument("--rows", type=int, default=300, help="training rows per task")
     p.add_argument("--eval-rows", type=int, help="rows per dev/test set (default max(20, rows/4))")
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--hard", action="store_true",
+                   help="CoLA, SST-2, MNLI, QNLI, QQP: labels that need structure (fairseq_local_data.glue_hard)")
     a = p.parse_args(argv)
     try:
-        for name, splits in make_fake_glue(a.out, a.tasks, a.rows, a.eval_rows, a.seed).items():
+        for name, splits in make_fake_glue(a.out, a.tasks, a.rows, a.eval_rows, a.seed, a.hard).items():
             print(name, " ".join(f"{s}={n}" for s, n in splits.items()))
     except (OneLineError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

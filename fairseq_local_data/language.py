@@ -21,7 +21,8 @@ Source grammar: SVO, adjectives before the noun, prepositions
     MOD  -> REL [AUX] VERB [NP]        (relative clause, subject gap)
           | PREP NP                    (prepositional phrase)
     NP0 is a plain "DET ADJ* NOUN" noun phrase; NPA (the adjunct's noun
-    phrase) is an NP without MOD; NP nests at most two levels.
+    phrase) is an NP without MOD. By default a subject NP nests at most two
+    MOD levels (each NP of "NP and NP" one), an object NP one.
     Prepositions come in two disjoint sets, PREP (inside noun phrases) and
     ADVP (sentence adjuncts), so PP attachment is never ambiguous. Source
     nouns take "-s" in the plural; a present-tense verb takes "-s" with a
@@ -57,6 +58,24 @@ What the data tests
   the final target verb, so the first source token decides the last word.
 The target is a deterministic function of the source.
 
+Knobs and the hard preset
+-------------------------
+:class:`SyntheticConfig` sets how often each optional part is drawn:
+    rel_clause, np_pp       MOD is a relative clause / a PP, on an NP that may
+                            still nest (0.25, 0.20; sum at most 1)
+    subj_depth, obj_depth   MOD levels a subject / object NP may nest (2, 1);
+                            each NP of "NP and NP" one level less than subj_depth
+    neg, question           a sentence-initial NEG / Q marker (0.12 each)
+    pron_subj, coord_subj   a pronoun / coordinated subject (0.2, 0.1)
+    adjunct                 a sentence adjunct "ADVP NPA" (0.4)
+    plural                  a noun is plural (0.3)
+The defaults are the corpus described above, with the same random draws (so
+the same files). :data:`HARD` (the generator's ``--hard``) nests deeper
+(subject 3, object 2) with more relative clauses (0.4), PPs (0.3) and markers
+(0.2 each), and keeps sentences of 10 to 40 words: subjects grow long, so
+subject-verb agreement and the NEG/Q marker span more words than a local
+attention window, and an all-local encoder and a global one can differ.
+
 Dependency trees
 ----------------
 Each source sentence comes with Universal Dependencies heads and relations,
@@ -80,7 +99,9 @@ from __future__ import annotations
 
 import bisect
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
+
+from .errors import OneLineError
 
 SRC_PHON = ("pbtdkgmnlrfvz", "aeiou", "nmlrk")  # onsets, vowels, codas (no "s")
 TGT_PHON = ("ptkhmnlrjwc", "aeiou", "nrlk")
@@ -89,6 +110,11 @@ PERSON = {(1, False): "am", (2, False): "as", (3, False): "a",
           (1, True): "amu", (2, True): "asu", (3, True): "an"}
 TENSE = {"pres": "", "past": "ir", "fut": "ol"}
 FUNCTION = ("neg", "q", "and", "poss", "rel", "past", "fut")  # single words
+PROBABILITIES = ("rel_clause", "np_pp", "neg", "question", "pron_subj", "coord_subj", "adjunct", "plural")
+
+
+class ConfigError(OneLineError, ValueError):
+    """A grammar knob of :class:`SyntheticConfig` out of range."""
 
 
 @dataclass
@@ -108,6 +134,34 @@ class SyntheticConfig:
     zipf: float = 1.0          # Zipf exponent for lemma sampling
     min_len: int = 4           # source length bounds, "." included
     max_len: int = 40
+    # the grammar's knobs (module docstring, "Knobs and the hard preset")
+    rel_clause: float = 0.25   # P(relative clause) on an NP that may nest
+    np_pp: float = 0.20        # P(NP-internal PP) on such an NP
+    subj_depth: int = 2        # nesting depth of the subject NP
+    obj_depth: int = 1         # nesting depth of the object NP
+    neg: float = 0.12          # P(sentence-initial NEG marker)
+    question: float = 0.12     # P(sentence-initial Q marker)
+    pron_subj: float = 0.2     # P(pronoun subject)
+    coord_subj: float = 0.1    # P(coordinated subject "NP and NP")
+    adjunct: float = 0.4       # P(sentence adjunct "ADVP NPA")
+    plural: float = 0.3        # P(plural noun)
+
+    def __post_init__(self) -> None:
+        """Raise :class:`ConfigError` for a knob out of range (the message names
+        the command-line option)."""
+        opt = {f.name: "--" + f.name.replace("_", "-") for f in fields(self)}
+        for name in PROBABILITIES:
+            if not 0.0 <= getattr(self, name) <= 1.0:  # NaN too
+                raise ConfigError(f"{opt[name]} must be a probability in [0, 1], not {getattr(self, name)}")
+        for a, b in (("rel_clause", "np_pp"), ("neg", "question"), ("pron_subj", "coord_subj")):
+            if getattr(self, a) + getattr(self, b) > 1.0:
+                raise ConfigError(f"{opt[a]} + {opt[b]} must be at most 1 (they are shares of one draw)")
+        if min(self.subj_depth, self.obj_depth) < 0:
+            raise ConfigError("--subj-depth and --obj-depth must be non-negative")
+
+
+# The hard preset (--hard): deeper nesting, more clauses and markers, longer sentences.
+HARD = dict(subj_depth=3, obj_depth=2, rel_clause=0.4, np_pp=0.3, neg=0.2, question=0.2, min_len=10, max_len=40)
 
 
 class Lexicon:
@@ -197,8 +251,9 @@ class Tree:
 class Grammar:
     """Generates one (source tokens, target tokens) pair at a time."""
 
-    def __init__(self, lex: Lexicon, rng: random.Random) -> None:
+    def __init__(self, lex: Lexicon, rng: random.Random, cfg: SyntheticConfig | None = None) -> None:
         self.lex, self.rng = lex, rng
+        self.cfg = cfg if cfg is not None else SyntheticConfig()  # only its grammar knobs are read
 
     def verb(self, person: int, plural: bool) -> tuple[Tree, str, int]:
         """Return (source [AUX] VERB tree, target verb form, verb index)."""
@@ -216,9 +271,9 @@ class Grammar:
 
     def np(self, depth: int, simple: bool = False) -> tuple[Tree, list, bool]:
         """Noun phrase; returns (source tree, tgt, plural). depth bounds nesting."""
-        lex, rng = self.lex, self.rng
+        lex, rng, cfg = self.lex, self.rng, self.cfg
         ns, nt = lex.nouns[lex.sample(rng, "nouns")]
-        plural = rng.random() < 0.3
+        plural = rng.random() < cfg.plural
         agr = AGR[("f" if nt[-1] in TGT_PHON[1] else "m", plural)]
         k = rng.choices((0, 1, 2), (5, 3.5, 1.5))[0]
         adjs = [lex.adjs[lex.sample(rng, "adjs")] for _ in range(k)]
@@ -240,7 +295,7 @@ class Grammar:
             src.add(a[0], "ADJ", noun, "amod")
         src.add(noun_s, "NOUN", lemma=ns, feats="Number=Plur" if plural else "Number=Sing")
         r = rng.random()
-        if depth > 0 and not simple and r < 0.25:  # relative clause
+        if depth > 0 and not simple and r < cfg.rel_clause:  # relative clause
             vsrc, vt, v = self.verb(3, plural)
             src.add(lex.func["rel"][0], "PRON", len(src.rows) + 1 + vsrc.root, "nsubj", feats="PronType=Rel")
             verb = src.attach(vsrc, noun, "acl:relcl")
@@ -250,7 +305,7 @@ class Grammar:
                 src.attach(os_, verb, "obj")
                 tgt = tgt + ot + [lex.objm]
             tgt.append(vt)
-        elif depth > 0 and not simple and r < 0.45:  # prepositional phrase
+        elif depth > 0 and not simple and r < cfg.rel_clause + cfg.np_pp:  # prepositional phrase
             ps, pt = lex.preps[lex.sample(rng, "preps")]
             os_, ot, _ = self.np(depth - 1)
             src.add(ps, "ADP", len(src.rows) + 1 + os_.root, "case")
@@ -265,39 +320,41 @@ class Grammar:
 
     def sentence_tree(self) -> tuple[Tree, list]:
         """One pair: (source words with their dependency tree, target tokens)."""
-        lex, rng = self.lex, self.rng
+        lex, rng, cfg = self.lex, self.rng, self.cfg
         r = rng.random()
         subj = Tree()
-        if r < 0.2:  # pronoun subject, dropped in the target
+        if r < cfg.pron_subj:  # pronoun subject, dropped in the target
             person, plural = rng.choice(list(PERSON))
             feats = f"Number={'Plur' if plural else 'Sing'}|Person={person}|PronType=Prs"
             subj.add(lex.pron[(person, plural)][0], "PRON", feats=feats)
             subj_t = []
-        elif r < 0.3:  # coordinated subject -> plural agreement
-            a_s, a_t, _ = self.np(1)
-            b_s, b_t, _ = self.np(1)
+        # 0.2 + 0.1 rounds to 0.30000000000000004, but no random() (k / 2**53) lies in [0.3, that)
+        elif r < cfg.pron_subj + cfg.coord_subj:  # coordinated subject -> plural agreement
+            depth = max(cfg.subj_depth - 1, 0)
+            a_s, a_t, _ = self.np(depth)
+            b_s, b_t, _ = self.np(depth)
             person, plural = 3, True
             first = subj.attach(a_s, -1, "root")
             subj.add(lex.func["and"][0], "CCONJ", len(subj.rows) + 1 + b_s.root, "cc")
             subj.attach(b_s, first, "conj")
             subj_t = a_t + [lex.func["and"][1]] + b_t
         else:
-            subj, subj_t, plural = self.np(2)
+            subj, subj_t, plural = self.np(cfg.subj_depth)
             person = 3
         vsrc, vt, v = self.verb(person, plural)
         obj_s, obj_t = None, []
         if lex.transitive[v]:
-            obj_s, obj_t, _ = self.np(1)
+            obj_s, obj_t, _ = self.np(cfg.obj_depth)
             obj_t = obj_t + [lex.objm]
         pp_s, pp_t = None, []
-        if rng.random() < 0.4:
+        if rng.random() < cfg.adjunct:
             ps, pt = lex.advpreps[lex.sample(rng, "advpreps")]
             n_s, n_t, _ = self.np(0)
             pp_s, pp_t = (ps, n_s), n_t + [pt]
         mark_s, mark_t = "", ""
         r = rng.random()
-        if r < 0.24:
-            key = "neg" if r < 0.12 else "q"
+        if r < cfg.neg + cfg.question:
+            key = "neg" if r < cfg.neg else "q"
             mark_s, mark_t = key, ("ne" if key == "neg" else "ku")
         src = Tree()  # no random draws below
         verb = bool(mark_s) + len(subj.rows) + vsrc.root

@@ -21,7 +21,19 @@ pronouns, PronType=Rel, Polarity=Neg), and the Universal Dependencies heads
 and relations of :mod:`fairseq_local_data.language` (the text files do not
 change).
 
-Command line: ``python -m fairseq_local_data.synthetic --out-dir DIR [--seed N --train N ...]``.
+Grammar knobs and the hard preset (--hard)
+------------------------------------------
+Every field of :class:`~fairseq_local_data.language.SyntheticConfig` is an
+option: the sizes above, and the grammar's knobs (probabilities in [0, 1]:
+--rel-clause --np-pp --neg --question --pron-subj --coord-subj --adjunct
+--plural; nesting depths: --subj-depth --obj-depth), documented in
+:mod:`fairseq_local_data.language`. Their defaults give the same files as
+before the knobs existed. ``--hard`` starts from the preset
+:data:`~fairseq_local_data.language.HARD` instead of the defaults: subject
+depth 3, object depth 2, relative clauses 0.4, PPs 0.3, NEG and Q markers 0.2
+each, 10 to 40 words; an option given explicitly overrides the preset.
+
+Command line: ``python -m fairseq_local_data.synthetic --out-dir DIR [--hard] [--seed N --train N ...]``.
 """
 from __future__ import annotations
 
@@ -30,7 +42,7 @@ import os
 import random
 from dataclasses import fields
 
-from .language import Grammar, Lexicon, SyntheticConfig
+from .language import HARD, ConfigError, Grammar, Lexicon, SyntheticConfig
 
 
 def _write_atomic(path: str, lines: list[str]) -> None:
@@ -60,7 +72,7 @@ def generate_corpus(cfg: SyntheticConfig, out_dir: str, src: str = "src",
     data: dict[str, tuple[list, list, list]] = {}
     for split in ("valid", "test", "train"):
         n = getattr(cfg, split)
-        gram = Grammar(lex, random.Random(f"{split}:{cfg.seed}"))
+        gram = Grammar(lex, random.Random(f"{split}:{cfg.seed}"), cfg)
         srcs, tgts, parses, tries = [], [], [], 0
         while len(srcs) < n:
             tries += 1
@@ -98,15 +110,21 @@ def main(argv: list[str] | None = None) -> None:
     """Command-line entry point."""
     p = _Parser(prog="python -m fairseq_local_data.synthetic", description="Generate a synthetic parallel corpus.")
     p.add_argument("--out-dir", required=True)
-    for f in fields(SyntheticConfig):
-        if f.name != "zipf":
-            p.add_argument("--" + f.name.replace("_", "-"), type=int, default=f.default)
-    p.add_argument("--zipf", type=float, default=SyntheticConfig.zipf)
+    for f in fields(SyntheticConfig):  # None: not given (the default, or the --hard preset)
+        hard = f", --hard: {HARD[f.name]}" if f.name in HARD else ""
+        p.add_argument("--" + f.name.replace("_", "-"), type=float if isinstance(f.default, float) else int,
+                       default=None, help=f"default: {f.default}{hard}")
+    p.add_argument("--hard", action="store_true",
+                   help="start from the hard preset (deeper nesting, more relative clauses, PPs and NEG/Q markers, "
+                        "10 to 40 words); options given explicitly override it")
     p.add_argument("--src", default="src")
     p.add_argument("--tgt", default="tgt")
     p.add_argument("--trees", action="store_true",
                    help="also write the gold source trees as {split}.{src}.conllu")
     a = p.parse_args(argv)
+    for f in fields(SyntheticConfig):
+        if getattr(a, f.name) is None:
+            setattr(a, f.name, HARD[f.name] if a.hard and f.name in HARD else f.default)
     if a.train <= 0:
         p.error("--train must be positive")
     if min(a.valid, a.test) < 0:
@@ -117,7 +135,10 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--src and --tgt must be distinct, non-empty suffixes")
     if not 1 <= a.min_len <= a.max_len:
         p.error("need 1 <= --min-len <= --max-len")
-    cfg = SyntheticConfig(**{f.name: getattr(a, f.name) for f in fields(SyntheticConfig)})
+    try:
+        cfg = SyntheticConfig(**{f.name: getattr(a, f.name) for f in fields(SyntheticConfig)})
+    except ConfigError as e:
+        p.error(str(e))
     try:
         counts = generate_corpus(cfg, a.out_dir, a.src, a.tgt, a.trees)
     except OSError as e:

@@ -4,26 +4,31 @@
 # are written next to the text as OUT/raw/{split}.src.conllu. Idempotent: a re-run
 # skips finished steps; changed generator options regenerate everything.
 #
-# Usage: scripts/prepare-synthetic.sh [--out DIR] [--merges N] [GENERATOR_OPTIONS...]
+# Usage: scripts/prepare-synthetic.sh [--out DIR] [--merges N] [--hard] [GENERATOR_OPTIONS...]
 # Generator options (python -m fairseq_local_data.synthetic --help) override the
 # defaults: --seed 1 --train 20000 --valid 500 --test 500 --nouns 200
-# --adjectives 60 --verbs 60 --max-len 20. Default --out data-bin/synthetic,
-# --merges 1000.
+# --adjectives 60 --verbs 60 --max-len 20. --hard (a flag) is the generator's
+# hard preset (deeper nesting, more relative clauses, PPs and NEG/Q markers, 10
+# to 40 words): it drops the --max-len 20 default, and options given explicitly
+# still override the preset. Default --out data-bin/synthetic, --merges 1000.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 OUT="$FAIRSEQ_LOCAL_ROOT/data-bin/synthetic" MERGES=1000
-GEN=(--seed 1 --train 20000 --valid 500 --test 500 --nouns 200 --adjectives 60 --verbs 60 --max-len 20)
+GEN=(--seed 1 --train 20000 --valid 500 --test 500 --nouns 200 --adjectives 60 --verbs 60) HARD=0 OPTS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
+    --hard) HARD=1; OPTS+=("$1"); shift ;;  # the generator's only flag without a value
     --*) needs_value "$@" ;;&
     --out) OUT="$2"; shift 2 ;;
     --merges) MERGES="$2"; shift 2 ;;
-    --*) GEN+=("$1" "$2"); shift 2 ;;
+    --*) OPTS+=("$1" "$2"); shift 2 ;;
     *) die "unexpected argument '$1' (see --help)" ;;
   esac
 done
+[ "$HARD" = 1 ] || GEN+=(--max-len 20)  # the hard preset brings its own lengths
+GEN+=(${OPTS[@]+"${OPTS[@]}"})  # the .config line, so a change of options (--hard too) regenerates
 
 check_out_dir "$OUT" "--out"
 RAW="$OUT/raw"

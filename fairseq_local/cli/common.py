@@ -21,6 +21,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "attention": ("dump", "Dump the attention of every head, per sentence, for analysis"),
     "analyze": ("analyze", "Attention bias, sensitivity, HTA, head roles and importance; figures"),
     "prune-curve": ("prune_curve", "Head pruning at a sweep of L0 weights: BLEU, heads kept, roles (Voita et al.)"),
+    "reproduce": ("reproduce", "Reproduce a paper's experiments at tiny, small or paper scale, with a report"),
     "benchmark": ("benchmark", "Speed and memory of attention, training and generation, as ratios in one run"),
 }
 

@@ -34,6 +34,7 @@ OPTIONS = {
     "analyze": ["bias", "sensitivity", "hta", "table", "roles", "importance"],
     "prune-curve": ["CKPT", "--data DATA", "--out DIR", "--lambdas LAMBDAS", "--max-update MAX_UPDATE", "--lr LR",
                     "--rare-top K", "--dry-run"],
+    "reproduce": ["PAPER", "--scale {tiny,small,paper}", "--runs DIR", "--dry-run"],
     "benchmark": ["LEVEL [LEVEL ...]", "--repeats R", "--threads N", "--markdown FILE", "--lengths N [N ...]",
                   "--impls IMPL [IMPL ...]", "--max-memory GIB", "--nmt-sizes [SIZE ...]", "--roberta-lengths [N ...]",
                   "--gen-len N"],
@@ -67,7 +68,7 @@ def in_process_help(capsys, argv, module=None):
 
 def test_commands_are_the_documented_ones():
     assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "inspect", "average",
-                              "convert-roberta", "glue", "attention", "analyze", "prune-curve", "benchmark"]
+                              "convert-roberta", "glue", "attention", "analyze", "prune-curve", "reproduce", "benchmark"]
     assert set(OPTIONS) == set(COMMANDS)
 
 
@@ -124,12 +125,12 @@ def test_unknown_command_is_one_line():
     assert r.returncode == 2 and r.stdout == ""
     assert error_lines(r.stderr) == [
         "error: unknown command 'frobnicate' (commands: configs, sparsity, export, gates, results, tables, "
-        "inspect, average, convert-roberta, glue, attention, analyze, prune-curve, benchmark; see fairseq-local --help)"]
+        "inspect, average, convert-roberta, glue, attention, analyze, prune-curve, reproduce, benchmark; see fairseq-local --help)"]
 
 
 @pytest.mark.parametrize("argv, message", [
     ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, inspect, average, "
-         "convert-roberta, glue, attention, analyze, prune-curve, benchmark"),
+         "convert-roberta, glue, attention, analyze, prune-curve, reproduce, benchmark"),
     (["expotr"], "error: unknown command 'expotr' (did you mean 'export'? "),
     (["--frob"], "error: unknown option '--frob'"),
     (["sparsity", "--n", "0"], "error: --n must be >= 1, not 0"),

@@ -54,6 +54,7 @@ CASES: Dict[str, Case] = {
     "analyze table": Case(lambda i, o: ["analyze", "table", i["analysis"], "--markdown", o], False, "bias"),
     "prune-curve": Case(lambda i, o: ["prune-curve", i["best"], "--data", i["tmp"], "--out", o, "--ref", i["text"],
                                       "--conllu", i["text"], "--dry-run"], True, "best"),
+    "reproduce": Case(lambda i, o: ["reproduce", "pande", "--runs", o, "--dry-run"], True, "text"),
     "benchmark": Case(lambda i, o: ["benchmark", "kernels", "--lengths", "16", "--repeats", "1", "--markdown", o],
                       False, "dam"),
 }

@@ -1,6 +1,7 @@
 """Unit tests of the gold source trees of fairseq_local_data/synthetic.py
 (--trees): the text is unchanged, every tree is a tree over the source words,
-and each documented relation links the words the lexicon says it links."""
+and each documented relation links the words the lexicon says it links, with
+the default grammar and with the hard preset (language.HARD)."""
 
 import collections
 import hashlib
@@ -30,11 +31,26 @@ def corpus(tmp_path_factory):
     return out
 
 
-@pytest.fixture(scope="module")
-def trees(corpus):
+def _trees(corpus):
     """[(source tokens, Sentence)] over all splits."""
     return [(line.split(), s) for split in SPLITS
             for line, s in zip(read(corpus, split, "src"), syntax.read_conllu(str(corpus / f"{split}.src.conllu")))]
+
+
+@pytest.fixture(scope="module")
+def trees(corpus):
+    return _trees(corpus)
+
+
+@pytest.fixture(scope="module", params=["default", "hard"])
+def any_trees(request, tmp_path_factory):
+    """The trees of SMALL with the default grammar, then with the hard preset
+    (the same lexicon: it depends on the seed and sizes only)."""
+    if request.param == "default":
+        return request.getfixturevalue("trees")
+    out = tmp_path_factory.mktemp("hard") / "out"
+    syn.generate_corpus(syn.SyntheticConfig(**{**SMALL, **language.HARD}), str(out), trees=True)
+    return _trees(out)
 
 
 def test_text_files_are_unchanged_by_the_trees(tmp_path, corpus):
@@ -60,9 +76,9 @@ def _lexicon():
     return lex, nouns | {n + "s" for n in nouns}, {v for v, _ in lex.verbs} | {v + "s" for v, _ in lex.verbs}
 
 
-def test_every_tree_is_single_rooted_at_the_main_verb_without_cycles(trees):
+def test_every_tree_is_single_rooted_at_the_main_verb_without_cycles(any_trees):
     _, _, verbs = _lexicon()
-    for tokens, s in trees:
+    for tokens, s in any_trees:
         roots = [i for i, h in enumerate(s.heads) if h == -1]
         assert len(roots) == 1 and s.relations[roots[0]] == "root" and s.words[roots[0]] in verbs, tokens
         assert s.relations.count("root") == 1
@@ -74,7 +90,8 @@ def test_every_tree_is_single_rooted_at_the_main_verb_without_cycles(trees):
                 j = s.heads[j]
 
 
-def test_each_relation_links_the_words_the_lexicon_says(trees):
+def test_each_relation_links_the_words_the_lexicon_says(any_trees):
+    trees = any_trees
     lex, nouns, verbs = _lexicon()
     dets, adjs = {d for d, _ in lex.dets}, {a for a, _ in lex.adjs}
     preps, advpreps = {p for p, _ in lex.preps}, {p for p, _ in lex.advpreps}

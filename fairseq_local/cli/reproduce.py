@@ -1,0 +1,80 @@
+"""``fairseq-local reproduce PAPER --scale tiny|small|paper``: a paper's
+experiments as a plan of runs through the project's scripts, run, resumed
+and reported (:mod:`fairseq_local.reproduce`)."""
+
+import argparse
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+from .common import command_parser
+
+DETAILS = """\
+Plans the paper's experiments as steps (data, training, evaluation,
+analysis), prints the plan with an estimated time, runs the steps not yet
+done, and writes RUNS/PAPER/report.md with its figures: every table beside
+the paper's numbers, and one line per finding (reproduced, not reproduced,
+not comparable) with the numbers that decide it.
+
+  tiny   stand-in data whose labels need non-local information, small models:
+         at most 45 minutes per paper on 2 CPU cores
+  small  the same with more data and updates and 3 seeds: about 3 hours
+  paper  the paper's own data and settings, for GPUs (--dry-run prints it)
+
+A finished step is skipped and an interrupted one resumes (the scripts
+resume from their checkpoints); a re-run of a finished plan only rewrites
+the report. Logs are in RUNS/logs/."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from ..reproduce import PAPERS, SCALES
+
+    p = command_parser("reproduce", DETAILS)
+    p.add_argument("paper", metavar="PAPER", choices=list(PAPERS),
+                   help="; ".join(f"{k}: {v}" for k, v in PAPERS.items()))
+    p.add_argument("--scale", choices=SCALES, default="tiny", help="tiny (default), small or paper")
+    p.add_argument("--runs", default="runs/reproduce", metavar="DIR",
+                   help="folder of the data, runs and reports (default %(default)s)")
+    p.add_argument("--dry-run", action="store_true", help="print the plan and every command; run nothing")
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    p = build_parser()
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
+    from ..errors import OneLineError
+
+    try:
+        return _main(args)
+    except (OneLineError, OSError) as e:
+        p.exit(1, f"error: {str(e).splitlines()[0]}\n")
+
+
+def _main(args: argparse.Namespace) -> int:
+    from ..reproduce import paper_module
+    from ..reproduce.plan import check_plan_file, print_plan, run_plan
+
+    from .. import outputs
+    from .analyze import check_output_folder
+
+    runs = Path(args.runs).absolute()
+    module = paper_module(args.paper)
+    plan = module.build(args.scale, runs)
+    report = outputs.Output(str(plan.out / "report.md"), "report", outputs.text_starting(module.TITLE))
+    check_output_folder(str(runs), [report], what="runs folder")
+    check_plan_file(plan)
+    print_plan(plan, commands=args.dry_run)
+    if args.dry_run:
+        return 0
+    if args.scale == "paper":
+        print("note: paper scale trains Transformer-base and BERT-base on the full data; it is meant for GPUs")
+    run_plan(plan)
+    path = module.write_report(plan)
+    print(f"reproduce {args.paper}: report in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    from .main import main as cli_main
+
+    sys.exit(cli_main(["reproduce", *sys.argv[1:]]))

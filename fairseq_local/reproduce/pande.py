@@ -1,0 +1,298 @@
+"""Pande et al., "On the Importance of Local Information in Transformer Based
+Models": the plan of ``fairseq-local reproduce pande``.
+
+* Tables 1–3 (§5.2–5.4): the twelve NMT configurations (a)–(l) of Fig. 4.
+* Table 4 (§5.5): six BERT-base layouts (BERT-base, All Band2/Band6 Untied,
+  Band6 AllTied, 132Tied, 120Tied), pretrained with the masked LM and
+  fine-tuned on QQP, SST-2, MNLI and QNLI.
+* Figs. 1–3 (§3.1–3.2): gradient sensitivity and attention bias of the
+  all-global NMT baseline (a) and of BERT-base.
+
+``paper`` scale runs the paper's own settings through the WMT'14, BERT-corpus
+and GLUE scripts (for GPUs).  ``tiny`` and ``small`` run the same steps on
+the hard synthetic corpus (``prepare-synthetic.sh --hard``) and the hard
+stand-in GLUE tasks (``glue fake --hard``), whose labels need non-local
+information, with smaller models and fewer updates.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Sequence, Tuple
+
+from .plan import Plan
+
+PAPER = "pande"
+TITLE = "# Pande et al., reproduced"  # the report's first line starts so
+TASKS = ("QQP", "SST-2", "MNLI", "QNLI")
+LETTERS = tuple("abcdefghijkl")
+BERT_ROWS = ("roberta_local_base", "roberta_band2", "roberta_band6", "roberta_band6_all_tied",
+             "roberta_band6_132_tied", "roberta_band6_120_tied")
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The sizes of one reduced scale (stand-in data, small models)."""
+
+    nmt_train: int               # synthetic sentence pairs (hard setting)
+    nmt_updates: int
+    base_seeds: Tuple[int, ...]  # seeds of the baselines (a) and BERT-base: the spread
+    seeds: Tuple[int, ...]       # seeds of every other configuration
+    glue_rows: int               # training rows per stand-in task
+    bert_updates: int            # masked-LM updates per layout
+    ft_updates: int              # fine-tuning updates per task
+    sentences: int               # sentences analysed for Figs. 1-3
+    # estimated minutes on 2 CPU cores: NMT train, translate, pretrain, fine-tune, analysis
+    minutes: Tuple[float, float, float, float, float]
+
+
+SCALES = {
+    "tiny": Scale(nmt_train=6000, nmt_updates=400, base_seeds=(1, 2, 3), seeds=(1,), glue_rows=2000,
+                  bert_updates=250, ft_updates=250, sentences=100, minutes=(1.3, 0.3, 1.6, 0.5, 1.0)),
+    "small": Scale(nmt_train=20000, nmt_updates=1200, base_seeds=(1, 2, 3), seeds=(1, 2, 3), glue_rows=4000,
+                   bert_updates=600, ft_updates=500, sentences=200, minutes=(3.5, 0.4, 4.0, 1.0, 2.0)),
+}
+
+# The reduced scales' model: BERT-base's 12 layers of 12 heads (the layouts are
+# Table 4's) at width 96; the NMT layouts' 6 encoder layers of 8 heads at width 128.
+BERT_MODEL = ["--encoder-embed-dim", "96", "--encoder-ffn-embed-dim", "192", "--num-workers", "0",
+              "--log-interval", "50"]
+NMT_OPTIM = ["--encoder-normalize-before", "--decoder-normalize-before", "--lr", "2e-3", "--warmup-updates",
+             "200", "--clip-norm", "1.0", "--dropout", "0", "--max-tokens", "1024", "--log-interval", "100",
+             "--no-epoch-checkpoints"]
+
+
+def data_dirs(runs: Path, scale: str) -> dict:
+    """The stand-in data folders of a reduced scale (shared by the papers)."""
+    d = runs / f"data-{scale}"
+    return {"nmt": d / "nmt-hard", "standins": d / "bert-standins", "corpus": d / "bert-corpus",
+            "glue_raw": d / "glue-hard-raw", "glue": d / "glue-hard"}
+
+
+def add_data_steps(plan: Plan, s: Scale, tasks: Sequence[str], nmt: bool = True) -> dict:
+    """The data steps of a reduced scale; ids are shared, so a second paper
+    skips them."""
+    d, pre = data_dirs(plan.runs, plan.scale), f"data-{plan.scale}"
+    if nmt:
+        plan.add(f"{pre}/nmt-hard", "the hard synthetic corpus (deeper nesting, longer sentences)",
+                 ["bash", "scripts/prepare-synthetic.sh", "--out", d["nmt"], "--hard", "--train", s.nmt_train,
+                  "--valid", 300, "--test", 300], 0.5)
+    plan.add(f"{pre}/bert-standins", "stand-in Wikipedia dump and Gutenberg books",
+             ["python", "-m", "fairseq_local_data.standins", "--out", d["standins"]], 0.1)
+    plan.add(f"{pre}/bert-corpus", "the masked-LM corpus (SentencePiece)",
+             ["bash", "scripts/prepare-bert-corpus.sh", "--wiki", d["standins"] / "enwiki-standin-pages-articles.xml.bz2",
+              "--gutenberg", d["standins"] / "gutenberg-standin.zip", "--bpe", "sentencepiece", "--out", d["corpus"]], 0.7)
+    plan.add(f"{pre}/glue-hard-raw", "the hard stand-in GLUE tasks (labels need non-local information)",
+             ["python", "-m", "fairseq_local_data.glue", "fake", "--hard", "--out", d["glue_raw"],
+              "--tasks", *glue_tasks(), "--rows", s.glue_rows], 0.1)
+    plan.add(f"{pre}/glue-hard", "GLUE tasks encoded and binarised",
+             ["bash", "scripts/prepare-glue.sh", "--glue-dir", d["glue_raw"], "--src-dict", d["corpus"] / "dict.txt",
+              "--bpe", "sentencepiece", "--bpe-model", d["corpus"] / "bpe" / "spm.model", "--tasks",
+              " ".join(glue_tasks()), "--out", d["glue"]], 0.5)
+    return d
+
+
+def glue_tasks() -> Tuple[str, ...]:
+    """The hard stand-in tasks every paper's reduced scale prepares."""
+    return ("CoLA", "SST-2", "MNLI", "QNLI", "QQP")
+
+
+def nmt_run(plan: Plan, letter: str, seed: int) -> Path:
+    return plan.out / "nmt" / f"{letter}-s{seed}"
+
+
+def bert_run(plan: Plan, arch: str) -> Path:
+    return plan.out / "bert" / arch
+
+
+def ft_dir(plan: Plan, arch: str, seed: int) -> Path:
+    """The fine-tuning runs of one layout and seed: TASK/ and eval/TASK.json."""
+    return bert_run(plan, arch) / f"glue-s{seed}"
+
+
+def analysis_dir(plan: Plan, what: str) -> Path:
+    return plan.out / "analysis" / what
+
+
+def seeds_of(s: Scale, base: bool) -> Tuple[int, ...]:
+    return s.base_seeds if base else s.seeds
+
+
+def build(scale: str, runs: Path) -> Plan:
+    """The plan of ``scale`` with its runs under ``runs``."""
+    if scale == "paper":
+        return build_paper(runs)
+    s = SCALES[scale]
+    plan = Plan(PAPER, scale, runs, sorted(set(s.base_seeds) | set(s.seeds)))
+    d = add_data_steps(plan, s, TASKS)
+    from ..models.presets import load_presets
+
+    nmt_model = load_presets()["demo"].flags()
+    t_nmt, t_gen, t_pre, t_ft, t_an = s.minutes
+    for letter in LETTERS:
+        for seed in seeds_of(s, letter == "a"):
+            run = nmt_run(plan, letter, seed)
+            plan.add(f"{PAPER}/nmt/{letter}-s{seed}/train", f"config ({letter}), seed {seed}: training",
+                     ["bash", "scripts/train.sh", "--data", d["nmt"], "--arch", letter, "--save-dir", run, "--",
+                      *nmt_model, *NMT_OPTIM, "--max-update", s.nmt_updates, "--seed", seed], t_nmt)
+            plan.add(f"{PAPER}/nmt/{letter}-s{seed}/test", f"config ({letter}), seed {seed}: translating the test set",
+                     ["bash", "scripts/generate.sh", "--data", d["nmt"], "--checkpoint", run / "checkpoint_last.pt",
+                      "--out", run, "--ref", d["nmt"] / "raw" / "test.tgt"], t_gen)
+    for arch in BERT_ROWS:
+        base = arch == BERT_ROWS[0]
+        plan.add(f"{PAPER}/bert/{arch}/pretrain", f"{arch}: masked-LM pretraining",
+                 ["bash", "scripts/pretrain-bert.sh", arch, "--data", d["corpus"], "--save-dir", bert_run(plan, arch),
+                  "--updates", s.bert_updates, "--updates-512", 0, "--lengths", "64,128", "--max-positions", 128,
+                  "--batch-size", 32, "--update-freq", 1, "--lr", "1e-3", "--warmup", s.bert_updates // 10, "--cpu",
+                  "--", *BERT_MODEL, "--dropout", "0.0", "--attention-dropout", "0.0", "--seed", 1], t_pre)
+        for seed in seeds_of(s, base):
+            for task in TASKS:
+                plan.add(f"{PAPER}/bert/{arch}/glue-s{seed}/{task}", f"{arch}: fine-tuning on {task}, seed {seed}",
+                         finetune_cmd(plan, d, arch, task, seed, s.ft_updates), t_ft)
+            plan.add(f"{PAPER}/bert/{arch}/glue-s{seed}/eval", f"{arch}: GLUE dev metrics, seed {seed}",
+                     ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, arch, seed), "--data", d["glue"],
+                      "--glue-dir", d["glue_raw"], "--out", ft_dir(plan, arch, seed) / "eval", "--tasks",
+                      " ".join(TASKS)], 0.4)
+    add_analysis(plan, nmt_run(plan, "a", s.base_seeds[0]) / "checkpoint_last.pt", d["nmt"],
+                 bert_run(plan, BERT_ROWS[0]) / "checkpoint_last.pt", d, s.sentences, t_an)
+    return plan
+
+
+def finetune_cmd(plan: Plan, d: dict, arch: str, task: str, seed: int, updates: int) -> List:
+    """Fine-tuning at a reduced scale: the RoBERTa recipe's schedule shape
+    (Adam, 6 % warm-up, linear decay) over ``updates`` updates of 16."""
+    return ["bash", "scripts/finetune-glue.sh", "--data", d["glue"] / f"{task}-bin", "--task", task, "--arch", arch,
+            "--checkpoint", bert_run(plan, arch) / "checkpoint_last.pt", "--save-dir",
+            ft_dir(plan, arch, seed) / task, "--max-update", updates, "--batch-size", 16, "--lr", "2e-4",
+            "--max-positions", 128, "--cpu", "--", *BERT_MODEL, "--seed", seed]
+
+
+def add_analysis(plan: Plan, nmt_ckpt: Path, nmt_data: Path, bert_ckpt: Path, d: dict, n: int,
+                 minutes: "float | None") -> None:
+    """Figs. 1–3: dump, attention bias and gradient sensitivity of the NMT
+    baseline and of BERT-base, on sentences with gold trees."""
+    conllu = nmt_data / "raw" / "test.src.conllu"
+    bert_opts = ["--bpe", "sentencepiece", "--bpe-model", d["corpus"] / "bpe" / "spm.model"]
+    for what, ckpt, data, opts in (("nmt", nmt_ckpt, nmt_data, []), ("bert", bert_ckpt, d["corpus"], bert_opts)):
+        out = analysis_dir(plan, what)
+        model = ["--path", ckpt, "--data", data, "--conllu", conllu, *opts, "--max-sentences", n]
+        plan.add(f"{PAPER}/analysis/{what}/dump", f"{what}: attention of every head",
+                 ["fairseq-local", "attention", "dump", *model, "--quiet", "--out", out / "attention.pt", "--force"],
+                 0.2 if minutes is not None else None)
+        plan.add(f"{PAPER}/analysis/{what}/bias", f"{what}: attention bias (Figs. 2-3)",
+                 ["fairseq-local", "analyze", "bias", out / "attention.pt", "--quiet", "--out", out, "--force"],
+                 0.1 if minutes is not None else None)
+        plan.add(f"{PAPER}/analysis/{what}/sensitivity", f"{what}: gradient sensitivity (Fig. 1)",
+                 ["fairseq-local", "analyze", "sensitivity", *model, "--quiet", "--out", out, "--force"], minutes)
+
+
+def build_paper(runs: Path) -> Plan:
+    """The paper's own settings (§5): WMT'14 En-De and En-Ru with
+    Transformer-base, BERT-base pretrained on Wikipedia and Gutenberg, real
+    GLUE.  For GPUs; ``--dry-run`` prints it."""
+    plan = Plan(PAPER, "paper", runs, (1,))
+    data = runs / "data-paper"
+    for pair in ("en-de", "en-ru"):
+        plan.add(f"data-paper/wmt14_{pair}", f"WMT'14 {pair}: download, clean, BPE, binarise",
+                 ["bash", "scripts/prepare-wmt14.sh", pair, "--out", data / f"wmt14_{pair}"])
+        for letter in LETTERS:
+            run = plan.out / f"wmt14_{pair}" / letter
+            plan.add(f"{PAPER}/wmt14_{pair}/{letter}/train", f"{pair}, config ({letter}): Transformer-base, 100k updates",
+                     ["bash", "scripts/train-wmt14.sh", pair, letter, "--data", data / f"wmt14_{pair}",
+                      "--save-dir", run])
+            plan.add(f"{PAPER}/wmt14_{pair}/{letter}/test", f"{pair}, config ({letter}): newstest2014 BLEU",
+                     ["bash", "scripts/evaluate-wmt14.sh", pair, run, "--data", data / f"wmt14_{pair}"])
+    # GLUE itself: the official folder (GLUE's download script) in RUNS/data-paper/glue
+    corpus, glue_raw, glue = data / "bert-corpus", data / "glue", data / "glue-bin"
+    plan.add("data-paper/bert-corpus", "English Wikipedia + Gutenberg: extract, split, GPT-2 BPE, binarise",
+             ["bash", "scripts/prepare-bert-corpus.sh", "--download", data / "bert-downloads", "--bpe", "gpt2",
+              "--out", corpus])
+    plan.add("data-paper/glue", "GLUE: QQP, SST-2, MNLI, QNLI (GPT-2 BPE)",
+             ["bash", "scripts/prepare-glue.sh", "--glue-dir", glue_raw, "--src-dict", corpus / "dict.txt",
+              "--tasks", " ".join(TASKS), "--out", glue])
+    for arch in BERT_ROWS:
+        run = bert_run(plan, arch)
+        plan.add(f"{PAPER}/bert/{arch}/pretrain", f"{arch}: 300k updates at 128, 1k at 512, batch 2K",
+                 ["bash", "scripts/pretrain-bert.sh", arch, "--data", corpus, "--save-dir", run])
+        for task in TASKS:
+            plan.add(f"{PAPER}/bert/{arch}/glue-s1/{task}", f"{arch}: fine-tuning on {task} (RoBERTa recipe)",
+                     ["bash", "scripts/finetune-glue.sh", "--data", glue / f"{task}-bin", "--task", task,
+                      "--arch", arch, "--checkpoint", run / "checkpoint_last.pt", "--save-dir",
+                      ft_dir(plan, arch, 1) / task])
+        plan.add(f"{PAPER}/bert/{arch}/glue-s1/eval", f"{arch}: GLUE dev metrics",
+                 ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, arch, 1), "--data", glue, "--glue-dir",
+                  glue_raw, "--out", ft_dir(plan, arch, 1) / "eval", "--tasks", " ".join(TASKS), "--cuda"])
+    d = {"corpus": corpus}
+    nmt = data / "wmt14_en-de"
+    add_analysis_paper(plan, plan.out / "wmt14_en-de" / "a" / "checkpoint_best.pt", nmt,
+                       bert_run(plan, BERT_ROWS[0]) / "checkpoint_last.pt", d)
+    return plan
+
+
+def add_analysis_paper(plan: Plan, nmt_ckpt: Path, nmt_data: Path, bert_ckpt: Path, d: dict) -> None:
+    """Figs. 1–3 at paper scale: newstest2014's English side needs gold
+    trees (``--conllu``, e.g. parsed with a UD parser) for the syntactic
+    scores; the plan reads them from DATA/work/newstest2014.en.conllu."""
+    conllu = nmt_data / "work" / "newstest2014.en.conllu"
+    for what, ckpt, data, opts in (("nmt", nmt_ckpt, nmt_data, []), ("bert", bert_ckpt, d["corpus"], ["--bpe", "gpt2"])):
+        out = analysis_dir(plan, what)
+        model = ["--path", ckpt, "--data", data, "--conllu", conllu, *opts, "--max-sentences", 1000, "--cuda"]
+        plan.add(f"{PAPER}/analysis/{what}/dump", f"{what}: attention of every head",
+                 ["fairseq-local", "attention", "dump", *model, "--quiet", "--out", out / "attention.pt", "--force"])
+        plan.add(f"{PAPER}/analysis/{what}/bias", f"{what}: attention bias (Figs. 2-3)",
+                 ["fairseq-local", "analyze", "bias", out / "attention.pt", "--quiet", "--out", out, "--force"])
+        plan.add(f"{PAPER}/analysis/{what}/sensitivity", f"{what}: gradient sensitivity (Fig. 1)",
+                 ["fairseq-local", "analyze", "sensitivity", *model, "--quiet", "--out", out, "--force"])
+
+
+def write_report(plan: Plan) -> Path:
+    """``RUNS/pande/report.md`` and ``report_nmt.png``, ``report_bert.png``
+    from the finished runs; cells of runs not yet finished are "-"."""
+    from .. import outputs
+    from . import pande_report as rep
+    from .environment import environment
+    from .plan import ROOT, step_seconds
+    from .report import collect, bleu, environment_section, findings_section
+
+    s = SCALES.get(plan.scale)
+    seeds = {x: seeds_of(s, x == "a") if s else (1,) for x in LETTERS}
+    nmt_dirs = ({x: [nmt_run(plan, x, k) for k in seeds[x]] for x in LETTERS} if s else
+                {x: [plan.out / "wmt14_en-de" / x] for x in LETTERS})
+    bleus = {x: collect([r / "test.bleu.json" for r in dirs], bleu) for x, dirs in nmt_dirs.items()}
+    weights = rep.weight_counts({x: dirs[0] for x, dirs in nmt_dirs.items()})
+    ft = {a: [ft_dir(plan, a, k) / "eval" for k in (seeds_of(s, a == BERT_ROWS[0]) if s else (1,))]
+          for a in BERT_ROWS}
+    scores = rep.glue_scores(ft, TASKS)
+    bert_weights = rep.weight_counts({a: bert_run(plan, a) for a in BERT_ROWS})
+    analyses = {"NMT (a)": analysis_dir(plan, "nmt"), "BERT-base": analysis_dir(plan, "bert")}
+    findings = (rep.analysis_findings(analyses) + rep.nmt_findings(bleus, weights)
+                + rep.bert_findings(scores, TASKS))
+    minutes = step_seconds(plan.runs, [st.id for st in plan.steps]) / 60
+    data = ("the hard synthetic corpus and the hard stand-in GLUE tasks (labels that need non-local "
+            "information), with reduced models" if s else "WMT'14 and GLUE, as the paper")
+    figs = []
+    for what, title in (("nmt", "NMT baseline (a)"), ("bert", "BERT-base")):
+        d = analysis_dir(plan, what)
+        for png, fig in (("sensitivity.png", "Fig. 1"), ("bias_thresholds.png", "Fig. 2"), ("bias_heads.png", "Fig. 3")):
+            if (d / png).is_file():
+                figs.append(f"![{fig}, {title}]({(d / png).relative_to(plan.out).as_posix()})")
+    text = "\n".join([
+        f"{TITLE} at `{plan.scale}` scale", "",
+        "Pande et al., \"On the Importance of Local Information in Transformer Based Models\". "
+        f"Data: {data}. Made by `fairseq-local reproduce pande --scale {plan.scale}`.", "",
+        "Values on stand-in data cannot equal the paper's: the comparison is of the direction and size of "
+        "each difference against the baseline, decided on the spread over seeds.", "",
+        environment_section(environment(ROOT), plan.seeds, minutes or None),
+        findings_section(findings),
+        "## Tables 1–3: NMT configurations (a)–(l)", "",
+        "BLEU here: the synthetic test set (sacreBLEU), mean ± sd (seeds) where several. The paper: "
+        "WMT'14 En-De and En-Ru.", "", rep.nmt_table(bleus, weights),
+        "## Table 4: BERT-base layouts on GLUE", "",
+        "Dev accuracy (MNLI: matched), mean ± sd over fine-tuning seeds where several; sparsity is the "
+        "share of masked query-key pairs at length 128.", "",
+        rep.bert_table(scores, bert_weights, TASKS, 128),
+        "## Figs. 1–3: sensitivity and attention bias", "", *figs, "",
+    ])
+    path = plan.out / "report.md"
+    plan.out.mkdir(parents=True, exist_ok=True)
+    outputs.write_text(path, text)
+    return path

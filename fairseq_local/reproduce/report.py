@@ -1,0 +1,164 @@
+"""What every reproduction report shares: values over seeds with their
+spread, Markdown tables beside the paper's numbers, one verdict line per
+finding, and the record of seeds and hardware.
+
+A finding is decided on the spread over seeds.  Two means differ
+*measurably* when their difference exceeds twice its standard error, with
+the seeds' pooled standard deviation (:func:`margin`); with a single run
+there is no spread, and a finding that needs one is "not comparable".
+"""
+
+import json
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence
+
+REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
+
+
+@dataclass(frozen=True)
+class Values:
+    """One measured quantity over seeds (the runs that finished)."""
+
+    values: Sequence[float]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> Optional[float]:
+        return statistics.fmean(self.values) if self.values else None
+
+    @property
+    def sd(self) -> Optional[float]:
+        return statistics.stdev(self.values) if self.n > 1 else None
+
+    def cell(self, digits: int = 2) -> str:
+        """``mean ± sd (n)``; the value alone for one run; "-" for none."""
+        if not self.values:
+            return "-"
+        if self.n == 1:
+            return f"{self.values[0]:.{digits}f}"
+        return f"{self.mean:.{digits}f} ± {self.sd:.{digits}f} ({self.n})"
+
+
+def pooled_sd(groups: Iterable[Values]) -> Optional[float]:
+    """The pooled standard deviation of every group with two runs or more."""
+    num = den = 0.0
+    for g in groups:
+        if g.n > 1:
+            num += (g.n - 1) * g.sd ** 2  # type: ignore[operator]
+            den += g.n - 1
+    return math.sqrt(num / den) if den else None
+
+
+def margin(sd: Optional[float], n1: int, n2: int) -> Optional[float]:
+    """Twice the standard error of a difference of two means of n1 and n2
+    runs with standard deviation ``sd``; None without a spread."""
+    if sd is None or n1 < 1 or n2 < 1:
+        return None
+    return 2 * sd * math.sqrt(1 / n1 + 1 / n2)
+
+
+def compare(a: Values, b: Values, sd: Optional[float]) -> Optional[str]:
+    """"above", "below" or "equal" (within :func:`margin`) for mean(a)
+    against mean(b); None when either is missing or there is no spread."""
+    if not a.values or not b.values:
+        return None
+    m = margin(sd, a.n, b.n)
+    if m is None:
+        return None
+    d = a.mean - b.mean  # type: ignore[operator]
+    return "above" if d > m else "below" if d < -m else "equal"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One of a paper's findings and what the measurements say about it."""
+
+    id: str
+    text: str
+    verdict: str
+    evidence: str
+
+    def line(self) -> str:
+        return f"- **{self.id}** {self.text} **{self.verdict}**: {self.evidence}"
+
+
+def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A Markdown table."""
+    out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    out += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(out) + "\n"
+
+
+def paper_value(v: Optional[float], digits: int = 2) -> str:
+    return "-" if v is None else f"{v:.{digits}f}"
+
+
+def environment_section(env: Dict[str, str], seeds: Sequence[int], minutes: Optional[float]) -> str:
+    """Seeds, hardware and versions, and what repeats: a seed gives the same
+    numbers again on this machine, not on another CPU (kernels sum in other
+    orders), so findings rest on the spread over seeds."""
+    lines = ["## How these numbers were made", "",
+             f"- Seeds: {', '.join(map(str, seeds))}.",
+             f"- Hardware: {env['cpu']} ({env['cores']} cores, torch threads {env['threads']}, "
+             f"OMP_NUM_THREADS {env['OMP_NUM_THREADS']}); GPU: {env['gpu']}.",
+             f"- Software: torch {env['torch']}, fairseq-fixed {env['fairseq']}, Python {env['python']}, "
+             f"commit {env['commit']}."]
+    if minutes is not None:
+        lines.append(f"- Time of the runs (their stamps): {minutes:.0f} minutes.")
+    lines += ["- A seed repeats exactly on one machine with the same thread count; on another CPU the "
+              "kernels sum in another order and the numbers move by about the spread over seeds. "
+              "The findings below are decided on that spread.", ""]
+    return "\n".join(lines)
+
+
+def findings_section(findings: Sequence[Finding]) -> str:
+    counts = {v: sum(f.verdict == v for f in findings) for v in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE)}
+    head = ", ".join(f"{n} {v}" for v, n in counts.items())
+    return "\n".join(["## Findings", "", f"{len(findings)} findings: {head}.", ""]
+                     + [f.line() for f in findings]) + "\n"
+
+
+def read_json(path: Path) -> Optional[dict]:
+    """A JSON object, or None when the file is missing or unreadable."""
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def glue_metric(path: Path, task: str, key: Optional[str] = None) -> Optional[float]:
+    """The task's metric in percent from ``glue evaluate``'s TASK.json (MNLI:
+    matched): ``key``, or GLUE's own: CoLA MCC, MRPC and QQP F1, STS-B
+    Spearman, else accuracy.  None when the file or the metric is missing."""
+    obj = read_json(path)
+    sets = (obj or {}).get("sets")
+    if not isinstance(sets, dict) or not sets:
+        return None
+    m = sets.get("MNLI-m" if task == "MNLI" else task) or next(iter(sets.values()))
+    key = key or {"CoLA": "mcc", "STS-B": "spearman", "MRPC": "f1", "QQP": "f1"}.get(task, "accuracy")
+    v = m.get(key) if isinstance(m, dict) else None
+    return 100 * float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def bleu(path: Path) -> Optional[float]:
+    """sacreBLEU's score from its JSON output."""
+    obj = read_json(path)
+    v = (obj or {}).get("score")
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def collect(paths: Iterable[Path], read) -> Values:
+    """The values ``read`` finds in ``paths`` (missing ones left out)."""
+    out: List[float] = []
+    for p in paths:
+        v = read(p)
+        if v is not None:
+            out.append(v)
+    return Values(tuple(out))

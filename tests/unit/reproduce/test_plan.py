@@ -1,0 +1,157 @@
+"""The reproduction frame: the planner's structure at every scale, the
+runner's skip and resume, and the refusal to mix scales in one folder."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from fairseq_local.errors import InputError
+from fairseq_local.reproduce import PAPERS, paper_module, pande
+from fairseq_local.reproduce.plan import Plan, check_plan_file, is_done, print_plan, run_plan, ROOT
+
+
+def test_tiny_plan_covers_every_experiment(tmp_path):
+    plan = pande.build("tiny", tmp_path)
+    ids = [s.id for s in plan.steps]
+    assert len(ids) == len(set(ids))
+    s = pande.SCALES["tiny"]
+    # Tables 1-3: every configuration, (a) with the baseline seeds
+    for letter in pande.LETTERS:
+        seeds = s.base_seeds if letter == "a" else s.seeds
+        for seed in seeds:
+            assert f"pande/nmt/{letter}-s{seed}/train" in ids and f"pande/nmt/{letter}-s{seed}/test" in ids
+    assert sum(i.endswith("/train") for i in ids) == 11 * len(s.seeds) + len(s.base_seeds)
+    # Table 4: six rows, four tasks each, evaluated per seed
+    for arch in pande.BERT_ROWS:
+        assert f"pande/bert/{arch}/pretrain" in ids
+        for task in pande.TASKS:
+            assert f"pande/bert/{arch}/glue-s1/{task}" in ids
+    # Figs. 1-3 on both models
+    for what in ("nmt", "bert"):
+        for step in ("dump", "bias", "sensitivity"):
+            assert f"pande/analysis/{what}/{step}" in ids
+    # data first, shared ids
+    assert ids[:5] == ["data-tiny/nmt-hard", "data-tiny/bert-standins", "data-tiny/bert-corpus",
+                       "data-tiny/glue-hard-raw", "data-tiny/glue-hard"]
+    assert plan.minutes() is not None
+
+
+def _scripts_exist(plan: Plan) -> None:
+    for step in plan.steps:
+        if step.cmd[0] == "bash":
+            assert (ROOT / step.cmd[1]).is_file(), step.cmd[1]
+        else:
+            assert step.cmd[0] in ("python", "fairseq-local"), step.cmd
+
+
+def test_paper_plan_is_the_papers_settings(tmp_path):
+    plan = pande.build("paper", tmp_path)
+    _scripts_exist(plan)
+    ids = [s.id for s in plan.steps]
+    for pair in ("en-de", "en-ru"):
+        assert f"data-paper/wmt14_{pair}" in ids
+        for letter in pande.LETTERS:
+            train = next(s for s in plan.steps if s.id == f"pande/wmt14_{pair}/{letter}/train")
+            # the paper's recipe is train-wmt14.sh's own defaults: no size or update overrides
+            assert train.cmd[:5] == ("bash", "scripts/train-wmt14.sh", pair, letter, "--data")
+            assert "--max-update" not in train.cmd and "--" not in train.cmd
+    pre = [s for s in plan.steps if s.id.endswith("/pretrain")]
+    assert [s.cmd[2] for s in pre] == list(pande.BERT_ROWS)
+    assert all("--updates" not in s.cmd and "--cpu" not in s.cmd for s in pre)
+    ft = [s for s in plan.steps if "/glue-s1/" in s.id and not s.id.endswith("/eval")]
+    assert len(ft) == 6 * 4 and all("--cpu" not in s.cmd for s in ft)
+    assert plan.minutes() is None
+
+
+def test_tiny_and_small_commands_exist(tmp_path):
+    for scale in ("tiny", "small"):
+        _scripts_exist(pande.build(scale, tmp_path))
+
+
+def test_dry_run_prints_every_command(tmp_path, capsys):
+    plan = pande.build("paper", tmp_path)
+    print_plan(plan, commands=True)
+    out = capsys.readouterr().out
+    for step in plan.steps:
+        assert step.shell() in out
+    assert out.splitlines()[0].startswith(f"reproduce pande --scale paper: {len(plan.steps)} steps")
+
+
+def _fake_runner(monkeypatch, calls, fail=()):
+    def run(cmd, cwd, stdout, stderr, env):
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 1 if any(f in cmd for f in fail) else 0)
+
+    monkeypatch.setattr(subprocess, "run", run)
+
+
+def _plan(tmp_path, n=3, scale="tiny"):
+    plan = Plan("pande", scale, tmp_path, (1,))
+    for k in range(n):
+        plan.add(f"pande/x{k}", f"step {k}", ["bash", "scripts/train.sh", f"arg{k}"], 1.0)
+    return plan
+
+
+def test_runner_skips_finished_and_resumes_interrupted(tmp_path, monkeypatch, capsys):
+    calls = []
+    _fake_runner(monkeypatch, calls, fail=("arg1",))
+    plan = _plan(tmp_path)
+    with pytest.raises(InputError, match=r"step pande/x1 failed \(exit 1\): see .*x1.log; a re-run resumes it"):
+        run_plan(plan)
+    assert [c[-1] for c in calls] == ["arg0", "arg1"]
+    assert is_done(tmp_path, plan.steps[0]) and not is_done(tmp_path, plan.steps[1])
+    calls.clear()
+    _fake_runner(monkeypatch, calls)
+    run_plan(plan)
+    assert [c[-1] for c in calls] == ["arg1", "arg2"]  # the finished step is skipped
+    assert "skip: [1/3] pande/x0 already done" in capsys.readouterr().out
+    calls.clear()
+    run_plan(plan)
+    assert calls == []
+    saved = json.loads((tmp_path / "pande" / "plan.json").read_text())
+    assert saved["scale"] == "tiny" and [s["id"] for s in saved["steps"]] == ["pande/x0", "pande/x1", "pande/x2"]
+
+
+def test_changed_command_runs_again(tmp_path, monkeypatch):
+    calls = []
+    _fake_runner(monkeypatch, calls)
+    run_plan(_plan(tmp_path, 1))
+    plan = Plan("pande", "tiny", tmp_path, (1,))
+    plan.add("pande/x0", "step 0", ["bash", "scripts/train.sh", "other"], 1.0)
+    assert not is_done(tmp_path, plan.steps[0])
+    run_plan(plan)
+    assert calls[-1][-1] == "other"
+
+
+def test_other_scale_in_the_same_folder_is_refused(tmp_path, monkeypatch):
+    _fake_runner(monkeypatch, [])
+    run_plan(_plan(tmp_path, 1))
+    with pytest.raises(InputError, match="holds the tiny scale of pande: use another --runs for --scale small"):
+        check_plan_file(_plan(tmp_path, 1, scale="small"))
+    (tmp_path / "pande" / "plan.json").write_text("[1, 2]")
+    with pytest.raises(InputError, match="is not a plan of pande"):
+        check_plan_file(_plan(tmp_path, 1))
+
+
+def test_every_paper_has_a_module():
+    for paper in PAPERS:
+        mod = paper_module(paper)
+        assert callable(mod.build) and callable(mod.write_report)
+
+
+@pytest.mark.slow
+def test_cli_dry_run_and_errors(tmp_path):
+    cmd = [sys.executable, "-m", "fairseq_local.cli.reproduce"]
+    r = subprocess.run(cmd + ["pande", "--scale", "paper", "--dry-run", "--runs", str(tmp_path)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "bash scripts/train-wmt14.sh en-ru l" in r.stdout
+    assert not (tmp_path / "pande").exists()  # a dry run writes nothing
+    r = subprocess.run(cmd + ["nosuch"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    f = tmp_path / "file"
+    f.write_text("x")
+    r = subprocess.run(cmd + ["pande", "--runs", str(f), "--dry-run"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and r.stderr.strip() == f"error: cannot write the runs folder '{f}': it is a file, not a folder"
