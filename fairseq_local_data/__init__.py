@@ -9,8 +9,10 @@ Each tool runs as ``python -m fairseq_local_data.<tool> --help``:
   the summary (text steps in :mod:`fairseq_local_data.cleaning`), and the test
   sets and what scripts/evaluate-wmt14.sh needs to score them
   (:mod:`fairseq_local_data.testsets`);
-* ``glue``, ``glue_fake``: the GLUE layout, its preparation for fairseq (``glue
-  binarize`` runs fairseq's own fairseq-preprocess as a child process), a stand-in;
+* ``glue``, ``glue_fake``, ``glue_hard``: the GLUE layout, its preparation for
+  fairseq (``glue binarize`` runs fairseq's own fairseq-preprocess as a child
+  process), a stand-in, and (``--hard``) stand-in tasks whose labels need
+  non-local information;
 * ``bert_corpus``, ``standins``: the BERT pretraining corpus and its stand-ins;
 * ``bpe``: GPT-2 byte-level BPE files and SentencePiece (the GPT-2 encoder,
   on Hugging Face's ``tokenizers``, is :mod:`fairseq_local_data.gpt2_bpe`).

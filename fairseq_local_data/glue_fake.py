@@ -117,12 +117,15 @@ def _row(t: GlueTask, kind: str, k: int, s1: str, s2: str, y: str, genres=MATCHE
 
 
 def make_fake_glue(out: str, names: Sequence[str] = tuple(TASKS), rows: int = 300,
-                   eval_rows: Optional[int] = None, seed: int = 1, hard: bool = False) -> Dict[str, Dict[str, int]]:
+                   eval_rows: Optional[int] = None, seed: int = 1, hard: bool = False, max_len: int = 30,
+                   lexicon: Optional[Tuple[int, int, int]] = None) -> Dict[str, Dict[str, int]]:
     """Write a stand-in GLUE folder to ``out``: the official file names,
     headers and columns of each task in ``names`` (and diagnostic/diagnostic.tsv
     with MNLI), ``rows`` training rows and ``eval_rows`` (default
     max(20, rows // 4)) rows per dev and test set; ``hard``: the rows of
-    :mod:`fairseq_local_data.glue_hard` (its tasks only).  Returns {task: {split: rows}}."""
+    :mod:`fairseq_local_data.glue_hard` (its tasks only), with sentences of at
+    most ``max_len`` words and ``lexicon`` (nouns, adjectives, verbs; default
+    the language's own sizes).  Returns {task: {split: rows}}."""
     if rows < 1 or (eval_rows is not None and eval_rows < 1):
         raise GlueError("--rows and --eval-rows must be positive")
     bad = [t.name for t in map(task, names) if t.name not in glue_hard.HARD_TASKS] if hard else []
@@ -139,7 +142,8 @@ def make_fake_glue(out: str, names: Sequence[str] = tuple(TASKS), rows: int = 30
             text = _Text(seed, random.Random(f"glue:{t.name}:{split}:{seed}"))
             genres = MISMATCHED if split.endswith("mismatched") else MATCHED
             n = rows if kind == "train" else eval_rows
-            recs = glue_hard.records(t.name, n, random.Random(f"glue-hard:{t.name}:{split}:{seed}"), seed) \
+            recs = glue_hard.records(t.name, n, random.Random(f"glue-hard:{t.name}:{split}:{seed}"), seed, max_len,
+                                     lexicon) \
                 if hard else [_record(t.name, text) for _ in range(n)]
             body = [_row(t, kind, k, *rec, genres=genres) for k, rec in enumerate(recs)]
             header = [] if (kind != "test" and not t.header) else [list(t.columns.get(kind, t.columns["train"]))]
@@ -147,7 +151,7 @@ def make_fake_glue(out: str, names: Sequence[str] = tuple(TASKS), rows: int = 30
             sizes[t.name][split] = n
         if t.name == "MNLI":
             text = _Text(seed, random.Random(f"glue:AX:{seed}"))
-            recs = glue_hard.records("MNLI", eval_rows, random.Random(f"glue-hard:AX:{seed}"), seed) \
+            recs = glue_hard.records("MNLI", eval_rows, random.Random(f"glue-hard:AX:{seed}"), seed, max_len, lexicon) \
                 if hard else [_record("MNLI", text) for _ in range(eval_rows)]
             body = [[str(k), *rec[:2]] for k, rec in enumerate(recs)]
             os.makedirs(os.path.join(out, "diagnostic"), exist_ok=True)
@@ -176,9 +180,19 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m fairseq_lo
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--hard", action="store_true",
                    help="CoLA, SST-2, MNLI, QNLI, QQP: labels that need structure (fairseq_local_data.glue_hard)")
+    p.add_argument("--max-len", type=int, default=30, help="with --hard: words per sentence at most (default 30)")
+    p.add_argument("--lexicon", metavar="N,A,V",
+                   help="with --hard: numbers of nouns, adjectives and verbs (default the language's 3000,800,800)")
     a = p.parse_args(argv)
     try:
-        for name, splits in make_fake_glue(a.out, a.tasks, a.rows, a.eval_rows, a.seed, a.hard).items():
+        if (a.lexicon or a.max_len != 30) and not a.hard:
+            raise GlueError("--lexicon and --max-len go with --hard")
+        try:
+            lexicon = tuple(int(x) for x in a.lexicon.split(",")) if a.lexicon else None
+        except ValueError:
+            raise GlueError(f"--lexicon needs three numbers N,A,V, not {a.lexicon!r}") from None
+        for name, splits in make_fake_glue(a.out, a.tasks, a.rows, a.eval_rows, a.seed, a.hard, a.max_len,
+                                           lexicon).items():
             print(name, " ".join(f"{s}={n}" for s, n in splits.items()))
     except (OneLineError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -77,8 +77,6 @@ class Example:
         return " ".join(self.s1.words), " ".join(self.s2.words) if self.s2 else "", self.label
 
 
-# ---------------------------------------------------------------- trees
-
 def kids(t: Tree, i: int, *rels: str) -> List[int]:
     """Dependents of word ``i`` (those with a relation in ``rels``, if given)."""
     return [k for k, r in enumerate(t.rows) if r[4] == i and (not rels or r[5] in rels)]
@@ -117,17 +115,14 @@ def svo(t: Tree) -> Tuple[Optional[int], int, Optional[int]]:
 
 
 def tagged(t: Tree, upos: str) -> List[int]:
-    """The words of part of speech ``upos``."""
     return [k for k, r in enumerate(t.rows) if r[2] == upos]
 
 
 def lemma(t: Tree, i: int) -> str:
-    """The lemma of word ``i``."""
     return t.rows[i][1]
 
 
 def noun(t: Tree, i: int) -> Tuple[str, bool]:
-    """(lemma, plural) of noun ``i``."""
     return lemma(t, i), plural(t, i)
 
 
@@ -172,8 +167,10 @@ class Source:
     """Bare sentences (no marker) of the language with at most ``max_len - 1``
     words, drawn with ``rng``, and the lexicon's words the rules use."""
 
-    def __init__(self, seed: int, rng: random.Random, max_len: int = 30) -> None:
-        self.lex, self.rng, self.max_len = Lexicon(SyntheticConfig(seed=seed)), rng, max_len
+    def __init__(self, seed: int, rng: random.Random, max_len: int = 30,
+                 lexicon: Optional[Tuple[int, int, int]] = None) -> None:
+        sizes = dict(zip(("nouns", "adjectives", "verbs"), lexicon)) if lexicon else {}
+        self.lex, self.rng, self.max_len = Lexicon(SyntheticConfig(seed=seed, **sizes)), rng, max_len
         self.gram = Grammar(self.lex, rng)
         self.neg, self.q = self.lex.func["neg"][0], self.lex.func["q"][0]
         self.rank = {a: r for r, (a, _) in enumerate(self.lex.adjs)}
@@ -380,20 +377,24 @@ GENERATORS: Dict[str, Callable[[Source, str], Example]] = {
     "CoLA": cola, "SST-2": sst2, "MNLI": mnli, "QNLI": qnli, "QQP": qqp}
 
 
-def examples(name: str, n: int, rng: random.Random, seed: int = 1, max_len: int = 30) -> List[Example]:
-    """``n`` rows of hard task ``name`` with their gold trees; the labels are
-    balanced (a shuffled round-robin of the classes)."""
+def examples(name: str, n: int, rng: random.Random, seed: int = 1, max_len: int = 30,
+             lexicon: Optional[Tuple[int, int, int]] = None) -> List[Example]:
+    """``n`` rows of hard task ``name`` with their gold trees, labels balanced (a
+    shuffled round-robin); ``lexicon``: (nouns, adjectives, verbs), default the language's."""
     if name not in GENERATORS:
         raise GlueError(f"--hard has no rule for {name} (it has {', '.join(HARD_TASKS)})")
     if max_len < 12:
         raise GlueError(f"--hard needs sentences of up to at least 12 words, not {max_len}")
+    if lexicon is not None and (len(lexicon) != 3 or min(lexicon) < 4):
+        raise GlueError(f"--lexicon needs three sizes (nouns, adjectives, verbs) of at least 4, not {lexicon}")
     classes = LABELS[name]
     labels = [classes[k % len(classes)] for k in range(n)]
     rng.shuffle(labels)
-    src = Source(seed, rng, max_len)
+    src = Source(seed, rng, max_len, lexicon)
     return [GENERATORS[name](src, y) for y in labels]
 
 
-def records(name: str, n: int, rng: random.Random, seed: int = 1, max_len: int = 30) -> List[Tuple[str, str, str]]:
+def records(name: str, n: int, rng: random.Random, seed: int = 1, max_len: int = 30,
+            lexicon: Optional[Tuple[int, int, int]] = None) -> List[Tuple[str, str, str]]:
     """(sentence1, sentence2, label) of ``n`` rows of hard task ``name``."""
-    return [e.record() for e in examples(name, n, rng, seed, max_len)]
+    return [e.record() for e in examples(name, n, rng, seed, max_len, lexicon)]

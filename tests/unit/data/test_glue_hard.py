@@ -325,3 +325,44 @@ def test_fake_command_writes_the_hard_tasks(tmp_path, capsys):
     glue_fake.make_fake_glue(str(tmp_path / "easy"), ["SST-2", "QNLI"], rows=12, eval_rows=6)
     easy, api = (tmp_path / kind / "SST-2" / "train.tsv" for kind in ("easy", "api"))
     assert easy.read_bytes() != api.read_bytes()
+
+
+RULE_TESTS = [test_cola_labels_follow_agreement_with_the_subject_across_attractors,
+              test_sst2_labels_are_the_subjects_adjective_xor_neg_with_distractors,
+              test_mnli_labels_follow_who_did_what_to_whom,
+              test_qnli_labels_say_whether_the_noun_is_the_verbs_subject,
+              test_qqp_duplicates_have_the_same_subject_verb_and_object]
+
+
+@pytest.mark.parametrize("rule_test", RULE_TESTS, ids=lambda f: f.__name__.split("_")[1])
+def test_rules_hold_with_a_small_lexicon_and_short_sentences(rule_test, monkeypatch):
+    def small(name, n=400, seed=1, key="test"):
+        out = glue_hard.examples(name, n, random.Random(f"{key}:{name}"), seed, 20, (40, 16, 20))
+        lex = Lexicon(SyntheticConfig(seed=seed, nouns=40, adjectives=16, verbs=20))
+        words = {w for w, _ in lex.nouns + lex.adjs + lex.verbs}
+        for e in out:
+            for t in (e.s1, e.s2) if e.s2 else (e.s1,):
+                assert len(t.rows) <= 20
+                assert all(r[1] in words for r in t.rows if r[2] in ("NOUN", "ADJ", "VERB"))
+        return out
+
+    lex = Lexicon(SyntheticConfig(seed=1, nouns=40, adjectives=16, verbs=20))
+    monkeypatch.setitem(globals(), "rows", small)
+    monkeypatch.setitem(globals(), "POSITIVE", {a: r % 2 == 0 for r, (a, _) in enumerate(lex.adjs)})
+    rule_test()
+
+
+def test_lexicon_and_max_len_options(tmp_path, capsys):
+    assert glue.main(["fake", "--hard", "--tasks", "SST-2", "--out", str(tmp_path / "a"), "--rows", "8",
+                      "--lexicon", "40,16,20", "--max-len", "20"]) == 0
+    glue_fake.make_fake_glue(str(tmp_path / "b"), ["SST-2"], rows=8, hard=True, max_len=20, lexicon=(40, 16, 20))
+    assert tree_hash(tmp_path / "a") == tree_hash(tmp_path / "b")
+    capsys.readouterr()
+    for argv, message in ((["--lexicon", "40,16"], "--lexicon needs three sizes"),
+                          (["--lexicon", "a,b,c"], "--lexicon needs three numbers N,A,V, not 'a,b,c'"),
+                          (["--max-len", "8"], "--hard needs sentences of up to at least 12 words, not 8")):
+        assert glue.main(["fake", "--hard", "--tasks", "SST-2", "--out", str(tmp_path / "c"), *argv]) == 1
+        err = capsys.readouterr().err
+        assert err.startswith(f"error: {message}") and err.count("\n") == 1
+    assert glue.main(["fake", "--tasks", "SST-2", "--out", str(tmp_path / "d"), "--lexicon", "40,16,20"]) == 1
+    assert capsys.readouterr().err == "error: --lexicon and --max-len go with --hard\n"
