@@ -3,6 +3,7 @@ experiments as a plan of runs through the project's scripts, run, resumed
 and reported (:mod:`fairseq_local.reproduce`)."""
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -46,6 +47,9 @@ def main(argv: Optional[List[str]] = None) -> int:
 
     try:
         return _main(args)
+    except BrokenPipeError:  # the printed plan piped into head
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except (OneLineError, OSError) as e:
         p.exit(1, f"error: {str(e).splitlines()[0]}\n")
 

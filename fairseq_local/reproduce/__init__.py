@@ -10,7 +10,8 @@ every measured table beside the paper's numbers.
   its printed numbers are in :mod:`.numbers`.
 """
 
-PAPERS = {"pande": "Pande et al.: local heads and Q/K tying (Tables 1-4, Figs. 1-3)"}
+PAPERS = {"pande": "Pande et al.: local heads and Q/K tying (Tables 1-4, Figs. 1-3)",
+          "sparsebert": "Shi et al. (SparseBERT): no diagonal, DAM vs fixed sparse masks (Tables 1, 3, Figs. 3, 6)"}
 SCALES = ("tiny", "small", "paper")
 
 

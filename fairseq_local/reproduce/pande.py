@@ -184,7 +184,7 @@ def add_analysis(plan: Plan, nmt_ckpt: Path, nmt_data: Path, bert_ckpt: Path, d:
         model = ["--path", ckpt, "--data", data, "--conllu", conllu, *opts, "--max-sentences", n]
         plan.add(f"{PAPER}/analysis/{what}/dump", f"{what}: attention of every head",
                  ["fairseq-local", "attention", "dump", *model, "--quiet", "--out", out / "attention.pt", "--force"],
-                 0.2 if minutes is not None else None)
+                 0.2 if minutes is not None else None, folders=[out])
         plan.add(f"{PAPER}/analysis/{what}/bias", f"{what}: attention bias (Figs. 2-3)",
                  ["fairseq-local", "analyze", "bias", out / "attention.pt", "--quiet", "--out", out, "--force"],
                  0.1 if minutes is not None else None)
@@ -244,7 +244,8 @@ def add_analysis_paper(plan: Plan, nmt_ckpt: Path, nmt_data: Path, bert_ckpt: Pa
         out = analysis_dir(plan, what)
         model = ["--path", ckpt, "--data", data, "--conllu", conllu, *opts, "--max-sentences", 1000, "--cuda"]
         plan.add(f"{PAPER}/analysis/{what}/dump", f"{what}: attention of every head",
-                 ["fairseq-local", "attention", "dump", *model, "--quiet", "--out", out / "attention.pt", "--force"])
+                 ["fairseq-local", "attention", "dump", *model, "--quiet", "--out", out / "attention.pt", "--force"],
+                 folders=[out])
         plan.add(f"{PAPER}/analysis/{what}/bias", f"{what}: attention bias (Figs. 2-3)",
                  ["fairseq-local", "analyze", "bias", out / "attention.pt", "--quiet", "--out", out, "--force"])
         plan.add(f"{PAPER}/analysis/{what}/sensitivity", f"{what}: gradient sensitivity (Fig. 1)",

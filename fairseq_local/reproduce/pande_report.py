@@ -143,11 +143,12 @@ def _layer_means(rows: Sequence[Sequence[Optional[float]]]) -> List[Optional[flo
 
 
 def analysis_findings(analyses: Dict[str, Path]) -> List[Finding]:
-    """P1–P6 from ``sensitivity.json`` and ``bias.json`` of each model."""
-    sens = {k: read_json(p / "sensitivity.json") for k, p in analyses.items()}
-    bias = {k: read_json(p / "bias.json") for k, p in analyses.items()}
+    """P1–P6 from ``sensitivity.json`` and ``bias.json`` of each model that
+    has them (the evidence names the models)."""
+    sens = {k: v for k, p in analyses.items() if (v := read_json(p / "sensitivity.json"))}
+    bias = {k: v for k, p in analyses.items() if (v := read_json(p / "bias.json"))}
     out = []
-    if not all(sens.values()):
+    if not sens:
         out += [_finding("P1", None, "no sensitivity analysis"), _finding("P2", None, "no sensitivity analysis")]
     else:
         order, small, ev1, ev2 = [], [], [], []
@@ -161,7 +162,7 @@ def analysis_findings(analyses: Dict[str, Path]) -> List[Finding]:
             ev2.append(f"{k}: largest γ_U/γ_L {ratio:.2f}")
         out.append(_finding("P1", all(order), "; ".join(ev1)))
         out.append(_finding("P2", all(small), "; ".join(ev2) + " (negligible read as ≤ 0.25)"))
-    if not all(bias.values()):
+    if not bias:
         return out + [_finding(f, None, "no bias analysis") for f in ("P3", "P4", "P5", "P6")]
     ev3, ok3, ev4, ok4, ev5, ok5, ev6, ok6 = [], [], [], [], [], [], [], []
     for k, b in bias.items():
@@ -178,13 +179,13 @@ def analysis_findings(analyses: Dict[str, Path]) -> List[Finding]:
         ok5.append(sum(c > 0 for c in per_layer) * 2 >= len(per_layer) and per_layer[-1] < per_layer[0])
         ev5.append(f"{k}: " + " ".join(map(str, per_layer)))
         cs, cl = sum(x > 3 for x in syn), sum(x > 3 for x in loc)
-        ok6.append(cs < cl)
+        ok6.append(None if cl == 0 else cs < cl)  # no head above 3 at all: nothing to compare
         ev6.append(f"{k}: {cs} syntactic vs {cl} local")
     out.append(_finding("P3", all(ok3), "fraction of heads above t = 1..5: " + "; ".join(ev3)))
     out.append(_finding("P4", all(ok4), "fraction with locality bias > 3: " + ", ".join(ev4)
                         + " (the paper: > 0.25 in 4 of its 6 tasks)"))
     out.append(_finding("P5", all(ok5), "heads with locality bias > 3 per layer: " + "; ".join(ev5)))
-    out.append(_finding("P6", all(ok6), "heads above 3: " + "; ".join(ev6)))
+    out.append(_finding("P6", None if None in ok6 else all(ok6), "heads above 3: " + "; ".join(ev6)))
     return out
 
 

@@ -35,6 +35,7 @@ class Step:
     what: str
     cmd: Sequence[str]
     minutes: "float | None" = None
+    folders: Sequence[str] = ()  # created before the command runs (its output folders)
 
     def shell(self) -> str:
         """The command as one shell line."""
@@ -56,10 +57,11 @@ class Plan:
         """The paper's folder: its runs, ``report.md`` and figures."""
         return self.runs / self.paper
 
-    def add(self, id: str, what: str, cmd: Sequence[str], minutes: "float | None" = None) -> None:
+    def add(self, id: str, what: str, cmd: Sequence[str], minutes: "float | None" = None,
+            folders: Sequence = ()) -> None:
         if any(s.id == id for s in self.steps):
             raise ValueError(f"duplicate step id {id!r}")
-        self.steps.append(Step(id, what, tuple(str(c) for c in cmd), minutes))
+        self.steps.append(Step(id, what, tuple(str(c) for c in cmd), minutes, tuple(str(f) for f in folders)))
 
     def minutes(self) -> "float | None":
         """The estimated total, or None where a step has no estimate."""
@@ -155,6 +157,8 @@ def run_plan(plan: Plan, env: "Dict[str, str] | None" = None) -> None:
         print(f"[{k}/{len(plan.steps)}] {s.id}: {s.what} (about {_minutes(s.minutes)}; "
               f"{_minutes(left)} left in all; log {log})", flush=True)
         start = time.time()
+        for folder in s.folders:
+            Path(folder).mkdir(parents=True, exist_ok=True)
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"$ {s.shell()}\n")
             f.flush()

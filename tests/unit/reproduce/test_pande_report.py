@@ -101,6 +101,12 @@ def test_analysis_findings(runs):
     assert f["P4"].verdict == REPRODUCED and "NMT 0.50" in f["P4"].evidence
     assert f["P5"].verdict == REPRODUCED and "NMT: 2 1 0" in f["P5"].evidence
     assert f["P6"].verdict == REPRODUCED and "1 syntactic vs 3 local" in f["P6"].evidence
+    weak = {"local": [[1.5, 2.0], [1.2, 1.0]], "syntactic": [[1.1, 0.8], [0.5, 1.0]], "sentences": 3}
+    _write(pande.analysis_dir(runs, "nmt") / "bias.json", weak)
+    f = {x.id: x for x in rep.analysis_findings({"NMT": pande.analysis_dir(runs, "nmt")})}
+    assert f["P6"].verdict == NOT_COMPARABLE and f["P5"].verdict == NOT_REPRODUCED
+    assert f["P4"].verdict == NOT_REPRODUCED and "NMT 0.00" in f["P4"].evidence
+    assert f["P3"].verdict == REPRODUCED  # above 1: 0.75 against 0.25; above 2..5 both 0, a tie at zero allowed
 
 
 def test_tables_and_report(runs, monkeypatch):

@@ -114,6 +114,23 @@ def test_runner_skips_finished_and_resumes_interrupted(tmp_path, monkeypatch, ca
     assert saved["scale"] == "tiny" and [s["id"] for s in saved["steps"]] == ["pande/x0", "pande/x1", "pande/x2"]
 
 
+def test_output_folders_are_made_before_the_command(tmp_path, monkeypatch):
+    seen = []
+    out = tmp_path / "analysis" / "nmt"
+
+    def run(cmd, cwd, stdout, stderr, env):
+        seen.append(out.is_dir())
+        return subprocess.CompletedProcess(cmd, 0)
+
+    monkeypatch.setattr(subprocess, "run", run)
+    plan = Plan("pande", "tiny", tmp_path, (1,))
+    plan.add("pande/dump", "dump", ["fairseq-local", "attention", "dump", "--out", out / "attention.pt"], 0.1,
+             folders=[out])
+    run_plan(plan)
+    assert seen == [True]
+    assert any(s.folders for s in pande.build("tiny", tmp_path).steps if s.id.endswith("/dump"))
+
+
 def test_changed_command_runs_again(tmp_path, monkeypatch):
     calls = []
     _fake_runner(monkeypatch, calls)
