@@ -180,6 +180,17 @@ def test_main_writes_the_corpus_and_reports_the_counts(tmp_path, capsys):
     (["--min-len", "0"], "need 1 <= --min-len <= --max-len"),
     (["--min-len", "9", "--max-len", "8"], "need 1 <= --min-len <= --max-len"),
     (["--train", "many"], "argument --train: invalid int value: 'many'"),
+    # the grammar's knobs (language.SyntheticConfig) and the --hard preset
+    (["--rel-clause", "1.5"], "--rel-clause must be a probability in [0, 1], not 1.5"),
+    (["--plural", "-0.1"], "--plural must be a probability in [0, 1], not -0.1"),
+    (["--neg", "nan"], "--neg must be a probability in [0, 1], not nan"),
+    (["--adjunct", "often"], "argument --adjunct: invalid float value: 'often'"),
+    (["--subj-depth", "1.5"], "argument --subj-depth: invalid int value: '1.5'"),
+    (["--rel-clause", "0.7", "--np-pp", "0.4"], "--rel-clause + --np-pp must be at most 1 (they are shares of one draw)"),
+    (["--hard", "--neg", "0.9"], "--neg + --question must be at most 1 (they are shares of one draw)"),
+    (["--pron-subj", "0.95"], "--pron-subj + --coord-subj must be at most 1 (they are shares of one draw)"),
+    (["--obj-depth", "-1"], "--subj-depth and --obj-depth must be non-negative"),
+    (["--hard", "--max-len", "8"], "need 1 <= --min-len <= --max-len"),
 ])
 def test_main_rejects_bad_options_with_one_line(tmp_path, capsys, args, message):
     out = tmp_path / "out"
