@@ -73,7 +73,7 @@ def _main(args: argparse.Namespace) -> int:
     if args.scale == "paper":
         print("note: paper scale trains Transformer-base and BERT-base on the full data; it is meant for GPUs")
     run_plan(plan)
-    path = module.write_report(plan)
+    path = paper_module(args.paper, "report").write_report(plan)
     print(f"reproduce {args.paper}: report in {path}")
     return 0
 

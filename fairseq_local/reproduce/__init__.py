@@ -6,8 +6,10 @@ every measured table beside the paper's numbers.
   skips finished steps and resumes interrupted ones.
 * :mod:`.environment`: the seeds, hardware and library versions a report records.
 * :mod:`.report`: tables, spreads over seeds, and one line per finding.
-* one module per paper (:mod:`.pande`) with its scales, plan and report;
-  its printed numbers are in :mod:`.numbers`.
+* per paper a plan module (:mod:`.pande`, :mod:`.sparsebert`: scales and
+  steps) and a report module (:mod:`.pande_report`, :mod:`.sparsebert_report`),
+  which reads the plan module, never the other way; the papers' printed
+  numbers are in :mod:`.numbers`.
 """
 
 PAPERS = {"pande": "Pande et al.: local heads and Q/K tying (Tables 1-4, Figs. 1-3)",
@@ -15,10 +17,11 @@ PAPERS = {"pande": "Pande et al.: local heads and Q/K tying (Tables 1-4, Figs. 1
 SCALES = ("tiny", "small", "paper")
 
 
-def paper_module(paper: str):
-    """The module of ``paper``: its ``build(scale, runs)`` and ``write_report(plan)``."""
+def paper_module(paper: str, part: str = "plan"):
+    """The module of ``paper``'s plan (``build(scale, runs)``, ``TITLE``) or,
+    with ``part="report"``, of its report (``write_report(plan)``)."""
     import importlib
 
-    if paper not in PAPERS:
+    if paper not in PAPERS or part not in ("plan", "report"):
         raise KeyError(paper)
-    return importlib.import_module(f"{__name__}.{paper}")
+    return importlib.import_module(f"{__name__}.{paper}" + ("_report" if part == "report" else ""))

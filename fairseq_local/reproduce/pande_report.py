@@ -12,6 +12,9 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from .numbers_pande import PANDE_FINDINGS, PANDE_NMT, PANDE_TABLE4
+from .pande import (BERT_ROWS, LETTERS, SCALES, TASKS, TITLE, analysis_dir, bert_run, ft_dir, nmt_run,
+                    seeds_of)
+from .plan import Plan
 from .report import (NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Finding, Values, collect, glue_metric,
                      margin, paper_value, pooled_sd, read_json, table)
 
@@ -236,3 +239,56 @@ def weight_counts(runs: Dict[str, Path]) -> Dict[str, int]:
         if info.get("attn weights"):
             out[key] = int(info["attn weights"].replace(",", ""))
     return out
+
+
+def write_report(plan: Plan) -> Path:
+    """``RUNS/pande/report.md`` and ``report_nmt.png``, ``report_bert.png``
+    from the finished runs; cells of runs not yet finished are "-"."""
+    from .. import outputs
+    from .environment import environment
+    from .plan import ROOT, step_seconds
+    from .report import bleu, environment_section, findings_section
+
+    s = SCALES.get(plan.scale)
+    seeds = {x: seeds_of(s, x == "a") if s else (1,) for x in LETTERS}
+    nmt_dirs = ({x: [nmt_run(plan, x, k) for k in seeds[x]] for x in LETTERS} if s else
+                {x: [plan.out / "wmt14_en-de" / x] for x in LETTERS})
+    bleus = {x: collect([r / "test.bleu.json" for r in dirs], bleu) for x, dirs in nmt_dirs.items()}
+    weights = weight_counts({x: dirs[0] for x, dirs in nmt_dirs.items()})
+    ft = {a: [ft_dir(plan, a, k) / "eval" for k in (seeds_of(s, a == BERT_ROWS[0]) if s else (1,))]
+          for a in BERT_ROWS}
+    scores = glue_scores(ft, TASKS)
+    bert_weights = weight_counts({a: bert_run(plan, a) for a in BERT_ROWS})
+    analyses = {"NMT (a)": analysis_dir(plan, "nmt"), "BERT-base": analysis_dir(plan, "bert")}
+    findings = (analysis_findings(analyses) + nmt_findings(bleus, weights)
+                + bert_findings(scores, TASKS))
+    minutes = step_seconds(plan.runs, [st.id for st in plan.steps]) / 60
+    data = ("the hard synthetic corpus and the hard stand-in GLUE tasks (labels that need non-local "
+            "information), with reduced models" if s else "WMT'14 and GLUE, as the paper")
+    figs = []
+    for what, title in (("nmt", "NMT baseline (a)"), ("bert", "BERT-base")):
+        d = analysis_dir(plan, what)
+        for png, fig in (("sensitivity.png", "Fig. 1"), ("bias_thresholds.png", "Fig. 2"), ("bias_heads.png", "Fig. 3")):
+            if (d / png).is_file():
+                figs.append(f"![{fig}, {title}]({(d / png).relative_to(plan.out).as_posix()})")
+    text = "\n".join([
+        f"{TITLE} at `{plan.scale}` scale", "",
+        "Pande et al., \"On the Importance of Local Information in Transformer Based Models\". "
+        f"Data: {data}. Made by `fairseq-local reproduce pande --scale {plan.scale}`.", "",
+        "Values on stand-in data cannot equal the paper's: the comparison is of the direction and size of "
+        "each difference against the baseline, decided on the spread over seeds.", "",
+        environment_section(environment(ROOT), plan.seeds, minutes or None),
+        findings_section(findings),
+        "## Tables 1–3: NMT configurations (a)–(l)", "",
+        "BLEU here: the synthetic test set (sacreBLEU), mean ± sd (seeds) where several. The paper: "
+        "WMT'14 En-De and En-Ru.", "", nmt_table(bleus, weights),
+        "## Table 4: BERT-base layouts on GLUE", "",
+        "Dev accuracy (MNLI: matched), mean ± sd over fine-tuning seeds where several; sparsity is the "
+        "share of masked query-key pairs at length 128.", "",
+        bert_table(scores, bert_weights, TASKS, 128),
+        "## Figs. 1–3: sensitivity and attention bias", "", *figs, "",
+    ])
+    path = plan.out / "report.md"
+    plan.out.mkdir(parents=True, exist_ok=True)
+    outputs.write_text(path, text)
+    return path

@@ -381,11 +381,3 @@ def class_means(p) -> Dict[str, float]:
     p = p.float()
     return {"diag": float(p[diag].mean()), "neighbour": float(p[near].mean()), "special": float(p[special].mean()),
             "other": float(p[other].mean()), "other_sd": float(p[other].std())}
-
-
-def write_report(plan: Plan) -> Path:
-    """``RUNS/sparsebert/report.md`` and ``report_fig3.png`` from the finished
-    runs; cells of runs not yet finished are "-"."""
-    from . import sparsebert_report
-
-    return sparsebert_report.write(plan, SCALES[plan.scale])

@@ -24,7 +24,7 @@ from .numbers_sparsebert import GLUE_COLUMNS, SPARSEBERT_FINDINGS, SPARSEBERT_TA
 from .report import (NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Finding, Values, compare, margin, paper_value,
                      pooled_sd, table)
 from .plan import Plan
-from .sparsebert import (FIXED, MODELS, N, PAPER, TABLE1, TITLE, Scale, bert_dir, class_means, columns, dam_row,
+from .sparsebert import (FIXED, MODELS, N, PAPER, SCALES, TABLE1, TITLE, Scale, bert_dir, class_means, columns, dam_row,
                          dam_rows, fig3_source, ft_dir, gather, lam_name, mask_path, mean)
 
 TEXT = {f["id"]: f["text"] for f in SPARSEBERT_FINDINGS}
@@ -323,15 +323,15 @@ def fig6_md(scores: Scores, rho: dict, one: Sequence[str], two: Sequence[str], t
     return table(["stage", "run", "task", "ρ % (dev)", "score"], rows)
 
 
-def write(plan: Plan, s: Scale) -> Path:
-    """Write ``RUNS/sparsebert/report.md`` (and ``report_fig3.png``)."""
+def write_report(plan: Plan) -> Path:
+    """``RUNS/sparsebert/report.md`` and ``report_fig3.png``; runs not yet finished are "-"."""
     from .. import outputs
     from .environment import environment
     from .plan import ROOT, step_seconds
     from .report import environment_section, findings_section
     from ..cli.sparsity import sparsity
 
-    paper = plan.scale == "paper"
+    s, paper = SCALES[plan.scale], plan.scale == "paper"
     fig3 = [f"{h}-{p}" for p in s.prune for h in ("prune", "random")]
     two = [f"prune-{p}" for p in sorted(set(s.prune) | set(s.fig6_prune))]
     rows = [*TABLE1, *dam_rows(s), *FIXED, *dict.fromkeys(fig3 + two)]

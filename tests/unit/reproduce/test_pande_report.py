@@ -117,7 +117,7 @@ def test_tables_and_report(runs, monkeypatch):
     nmt = rep.nmt_table(bleus, {"a": 6_291_456})
     assert "| (a) Baseline | 1 | 6,291,456 | 6,291,456 | 51.00 ± 1.00 (3) | +0.00 | 30.01 |" in nmt
     assert "| (h) 2LocHeads 6TiedLoc All6 | 2 | - | 3,932,160 | 47.00 | -4.00 | 30.12 | +0.11 | 28.57 | -0.52 |" in nmt
-    path = pande.write_report(runs)
+    path = rep.write_report(runs)
     text = path.read_text()
     assert "| All Band2 Untied | - | 96.1 | 79.0 | 90.05 |" in text  # band-2 at n = 128: 1 - 634/128^2
     assert "| BERT-base | - | 0.0 | 81.0 ± 1.0 (3) | 90.90 |" in text

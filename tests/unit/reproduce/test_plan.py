@@ -154,8 +154,8 @@ def test_other_scale_in_the_same_folder_is_refused(tmp_path, monkeypatch):
 
 def test_every_paper_has_a_module():
     for paper in PAPERS:
-        mod = paper_module(paper)
-        assert callable(mod.build) and callable(mod.write_report)
+        assert callable(paper_module(paper).build) and paper_module(paper).TITLE.startswith("# ")
+        assert callable(paper_module(paper, "report").write_report)
 
 
 @pytest.mark.slow

@@ -234,7 +234,7 @@ def test_tables(runs, monkeypatch):
     assert rep.hard_sparsity([sb.ft_dir(runs, "dam-s-1e-1", 1) / "CoLA" / "checkpoint_best.pt"]) == pytest.approx(
         1 - 86 / 256)  # ends 60 + the interior's offset-1 entries 26, at n = 16
     assert rep.mask_share(sb.mask_path(runs, s, "random", 60, "CoLA")) == pytest.approx(0.5)
-    text = sb.write_report(runs).read_text()
+    text = rep.write_report(runs).read_text()
     assert text.startswith(sb.TITLE + " at `tiny` scale")
     assert "| BERT-base (ours) | 0.0 | 0.0 | - | 42.0 ± 2.0 (3) | 62.1 | 42.0 ± 2.0 (3) | 62.1 |" in text
     assert "| BERT-base (no diag-attention) | 0.8 | 5.0 | - | 45.0 ± 2.0 (3) | 63.1 | 45.0 ± 2.0 (3) | 63.1 |" in text
@@ -253,7 +253,7 @@ def findings(runs, monkeypatch):
     from fairseq_local.reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
-    text = sb.write_report(runs).read_text()
+    text = rep.write_report(runs).read_text()
     return {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **S")}
 
 
