@@ -44,6 +44,9 @@ class Scale:
     # estimated minutes on 2 CPU cores: NMT train, translate, pretrain, fine-tune, analysis
     minutes: Tuple[float, float, float, float, float]
     nmt_width: int = 64          # the NMT layouts' 6 encoder layers of 8 heads at this width
+    # the stand-in GLUE tasks' lexicon (nouns, adjectives, verbs) and longest sentence (glue fake --hard)
+    glue_lexicon: Tuple[int, int, int] = (40, 16, 20)
+    glue_max_len: int = 20
 
 
 SCALES = {
@@ -51,7 +54,7 @@ SCALES = {
                   bert_updates=250, ft_updates=250, sentences=100, minutes=(1.2, 0.2, 1.2, 1.4, 1.0)),
     "small": Scale(nmt_train=20000, nmt_updates=2000, base_seeds=(1, 2, 3), seeds=(1, 2, 3), glue_rows=4000,
                    bert_updates=600, ft_updates=500, sentences=200, minutes=(4.0, 0.3, 3.0, 2.5, 2.0),
-                   nmt_width=128),
+                   nmt_width=128, glue_lexicon=(200, 60, 60), glue_max_len=30),
 }
 
 # The reduced scales' BERT: BERT-base's 12 layers of 12 heads (the layouts are
@@ -93,7 +96,8 @@ def add_data_steps(plan: Plan, s: Scale, tasks: Sequence[str], nmt: bool = True)
               "--gutenberg", d["standins"] / "gutenberg-standin.zip", "--bpe", "sentencepiece", "--out", d["corpus"]], 0.7)
     plan.add(f"{pre}/glue-hard-raw", "the hard stand-in GLUE tasks (labels need non-local information)",
              ["python", "-m", "fairseq_local_data.glue", "fake", "--hard", "--out", d["glue_raw"],
-              "--tasks", *glue_tasks(), "--rows", s.glue_rows], 0.1)
+              "--tasks", *glue_tasks(), "--rows", s.glue_rows, "--lexicon", ",".join(map(str, s.glue_lexicon)),
+              "--max-len", s.glue_max_len], 0.1)
     plan.add(f"{pre}/glue-hard", "GLUE tasks encoded and binarised",
              ["bash", "scripts/prepare-glue.sh", "--glue-dir", d["glue_raw"], "--src-dict", d["corpus"] / "dict.txt",
               "--bpe", "sentencepiece", "--bpe-model", d["corpus"] / "bpe" / "spm.model", "--tasks",
