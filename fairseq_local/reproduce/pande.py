@@ -17,7 +17,7 @@ information, with smaller models and fewer updates.
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import List, Tuple
 
 from .plan import Plan
 
@@ -81,9 +81,10 @@ def data_dirs(runs: Path, scale: str) -> dict:
             "glue_raw": d / "glue-hard-raw", "glue": d / "glue-hard"}
 
 
-def add_data_steps(plan: Plan, s: Scale, tasks: Sequence[str], nmt: bool = True) -> dict:
-    """The data steps of a reduced scale; ids are shared, so a second paper
-    skips them."""
+def add_data_steps(plan: Plan, s: Scale, nmt: bool = True) -> dict:
+    """The data steps of a reduced scale: every hard stand-in task of
+    :func:`glue_tasks`, and with ``nmt`` the hard synthetic corpus; ids are
+    shared, so a second paper skips them."""
     d, pre = data_dirs(plan.runs, plan.scale), f"data-{plan.scale}"
     if nmt:
         plan.add(f"{pre}/nmt-hard", "the hard synthetic corpus (deeper nesting, longer sentences)",
@@ -137,7 +138,7 @@ def build(scale: str, runs: Path) -> Plan:
         return build_paper(runs)
     s = SCALES[scale]
     plan = Plan(PAPER, scale, runs, sorted(set(s.base_seeds) | set(s.seeds)))
-    d = add_data_steps(plan, s, TASKS)
+    d = add_data_steps(plan, s)
     t_nmt, t_gen, t_pre, t_ft, t_an = s.minutes
     for letter in LETTERS:
         for seed in seeds_of(s, letter == "a"):

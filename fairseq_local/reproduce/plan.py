@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import List, Sequence
 
 from ..errors import InputError
 
@@ -116,13 +116,13 @@ def print_plan(plan: Plan, commands: bool, file=None) -> None:
     """The plan as lines: one per step with its estimate (and command)."""
     file = file or sys.stdout
     total = plan.minutes()
-    done = sum(is_done(plan.runs, s) for s in plan.steps)
+    done = [is_done(plan.runs, s) for s in plan.steps]
     est = "" if total is None else f", about {_minutes(total)} on 2 CPU cores"
     print(f"reproduce {plan.paper} --scale {plan.scale}: {len(plan.steps)} steps{est}"
-          f"{f' ({done} already done)' if done else ''}; seeds {', '.join(map(str, plan.seeds))}", file=file)
+          f"{f' ({sum(done)} already done)' if any(done) else ''}; seeds {', '.join(map(str, plan.seeds))}", file=file)
     width = len(str(len(plan.steps)))
-    for k, s in enumerate(plan.steps, 1):
-        mark = "done" if is_done(plan.runs, s) else _minutes(s.minutes) if s.minutes is not None else ""
+    for k, (s, finished) in enumerate(zip(plan.steps, done), 1):
+        mark = "done" if finished else _minutes(s.minutes) if s.minutes is not None else ""
         print(f"  [{k:>{width}}] {s.id}: {s.what}" + (f" ({mark})" if mark else ""), file=file)
         if commands:
             print(f"        {s.shell()}", file=file)
@@ -139,7 +139,7 @@ def executable(cmd: Sequence[str]) -> List[str]:
     return list(cmd)
 
 
-def run_plan(plan: Plan, env: "Dict[str, str] | None" = None) -> None:
+def run_plan(plan: Plan) -> None:
     """Run every step not yet done, in order; one ``error:`` line (InputError)
     naming the step and its log when one fails."""
     from .. import outputs
@@ -162,7 +162,7 @@ def run_plan(plan: Plan, env: "Dict[str, str] | None" = None) -> None:
         with open(log, "a", encoding="utf-8") as f:
             f.write(f"$ {s.shell()}\n")
             f.flush()
-            rc = subprocess.run(executable(s.cmd), cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
+            rc = subprocess.run(executable(s.cmd), cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
         if rc != 0:
             tail = log.read_text(errors="replace").strip().splitlines()[-5:]
             sys.stderr.write("\n".join(tail) + "\n")

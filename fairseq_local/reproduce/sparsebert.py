@@ -176,7 +176,7 @@ def build(scale: str, runs: Path) -> Plan:
         return build_paper(runs)
     s = SCALES[scale]
     plan = Plan(PAPER, scale, runs, sorted(set(s.seeds) | set(s.sweep_seeds)))
-    d = add_data_steps(plan, PANDE_SCALES[scale], s.tasks, nmt=False)
+    d = add_data_steps(plan, PANDE_SCALES[scale], nmt=False)
     t_pre, t_conv, t_ft, t_eval, t_exp = s.minutes  # type: ignore[misc]
     shape = model_shape()
     plan.add(f"{PAPER}/bert/pretrain", "fairseq's roberta_base (full attention): masked-LM pretraining",

@@ -80,7 +80,7 @@ def test_dry_run_prints_every_command(tmp_path, capsys):
 
 
 def _fake_runner(monkeypatch, calls, fail=()):
-    def run(cmd, cwd, stdout, stderr, env):
+    def run(cmd, cwd, stdout, stderr):
         calls.append(cmd)
         return subprocess.CompletedProcess(cmd, 1 if any(f in cmd for f in fail) else 0)
 
@@ -118,7 +118,7 @@ def test_output_folders_are_made_before_the_command(tmp_path, monkeypatch):
     seen = []
     out = tmp_path / "analysis" / "nmt"
 
-    def run(cmd, cwd, stdout, stderr, env):
+    def run(cmd, cwd, stdout, stderr):
         seen.append(out.is_dir())
         return subprocess.CompletedProcess(cmd, 0)
 
