@@ -133,15 +133,16 @@ def read_json(path: Path) -> Optional[dict]:
     return obj if isinstance(obj, dict) else None
 
 
-def glue_metric(path: Path, task: str, key: Optional[str] = None) -> Optional[float]:
+def glue_metric(path: Path, task: str, key: Optional[str] = None, set_name: Optional[str] = None) -> Optional[float]:
     """The task's metric in percent from ``glue evaluate``'s TASK.json (MNLI:
-    matched): ``key``, or GLUE's own: CoLA MCC, MRPC and QQP F1, STS-B
-    Spearman, else accuracy.  None when the file or the metric is missing."""
+    matched, or the set ``set_name``, e.g. "MNLI-mm"): ``key``, or GLUE's own:
+    CoLA MCC, MRPC and QQP F1, STS-B Spearman, else accuracy.  None when the
+    file, the set or the metric is missing."""
     obj = read_json(path)
     sets = (obj or {}).get("sets")
     if not isinstance(sets, dict) or not sets:
         return None
-    m = sets.get("MNLI-m" if task == "MNLI" else task) or next(iter(sets.values()))
+    m = sets.get(set_name) if set_name else sets.get("MNLI-m" if task == "MNLI" else task) or next(iter(sets.values()))
     key = key or {"CoLA": "mcc", "STS-B": "spearman", "MRPC": "f1", "QQP": "f1"}.get(task, "accuracy")
     v = m.get(key) if isinstance(m, dict) else None
     return 100 * float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None

@@ -42,7 +42,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .pande import BERT_MODEL, SCALES as PANDE_SCALES, add_data_steps
 from .plan import Plan
-from .report import Values, glue_metric, read_json
+from .report import Values, glue_metric
 
 PAPER = "sparsebert"
 TITLE = "# SparseBERT, reproduced"  # the report's first line starts so
@@ -317,9 +317,7 @@ def columns(tasks: Sequence[str]) -> List[str]:
 def metric(eval_dir: Path, col: str) -> Optional[float]:
     """Column ``col`` of ``evaluate-glue.sh``'s TASK.json, in percent."""
     if col == "MNLI-mm":
-        m = ((read_json(eval_dir / "MNLI.json") or {}).get("sets") or {}).get("MNLI-mm")
-        v = m.get("accuracy") if isinstance(m, dict) else None
-        return 100 * float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        return glue_metric(eval_dir / "MNLI.json", "MNLI", "accuracy", set_name="MNLI-mm")
     task = "MNLI" if col == "MNLI-m" else col
     return glue_metric(eval_dir / f"{task}.json", task)
 
