@@ -22,9 +22,12 @@ not comparable) with the numbers that decide it.
   small  the same with more data and updates and 3 seeds: about 3 hours
   paper  the paper's own data and settings, for GPUs (--dry-run prints it)
 
-A finished step is skipped and an interrupted one resumes (the scripts
-resume from their checkpoints); a re-run of a finished plan only rewrites
-the report. Logs are in RUNS/logs/."""
+Steps run --jobs at a time (default: 2 on a CPU with 2 cores or more at
+tiny and small scale, each with half the cores; 1 at paper scale), a step
+once the steps whose outputs it reads have finished. A finished step is
+skipped and an interrupted one resumes (the scripts resume from their
+checkpoints); a re-run of a finished plan only rewrites the report. Logs are
+in RUNS/logs/."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,8 +39,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scale", choices=SCALES, default="tiny", help="tiny (default), small or paper")
     p.add_argument("--runs", default="runs/reproduce", metavar="DIR",
                    help="folder of the data, runs and reports (default %(default)s)")
+    p.add_argument("--jobs", type=_positive, metavar="N",
+                   help="steps at a time (default 2 at tiny and small scale on 2 or more cores, else 1)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and every command; run nothing")
     return p
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--jobs needs a whole number of at least 1, not {text!r}")
+    return value
+
+
+def default_jobs(scale: str) -> int:
+    """2 steps at a time at the reduced scales on 2 or more cores, else 1."""
+    return 1 if scale == "paper" else max(1, min(2, os.cpu_count() or 1))
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -67,12 +87,13 @@ def _main(args: argparse.Namespace) -> int:
     report = outputs.Output(str(plan.out / "report.md"), "report", outputs.text_starting(module.TITLE))
     check_output_folder(str(runs), [report], what="runs folder")
     check_plan_file(plan)
-    print_plan(plan, commands=args.dry_run)
+    jobs = args.jobs or default_jobs(args.scale)
+    print_plan(plan, commands=args.dry_run, jobs=jobs)
     if args.dry_run:
         return 0
     if args.scale == "paper":
         print("note: paper scale trains Transformer-base and BERT-base on the full data; it is meant for GPUs")
-    run_plan(plan)
+    run_plan(plan, jobs)
     path = paper_module(args.paper, "report").write_report(plan)
     print(f"reproduce {args.paper}: report in {path}")
     return 0

@@ -50,17 +50,33 @@ class Scale:
 
 
 SCALES = {
-    "tiny": Scale(nmt_train=6000, nmt_updates=600, base_seeds=(1, 2, 3), seeds=(1,), glue_rows=2000,
-                  bert_updates=250, ft_updates=250, sentences=100, minutes=(1.2, 0.2, 1.2, 1.4, 1.0)),
-    "small": Scale(nmt_train=20000, nmt_updates=2000, base_seeds=(1, 2, 3), seeds=(1, 2, 3), glue_rows=4000,
-                   bert_updates=600, ft_updates=500, sentences=200, minutes=(4.0, 0.3, 3.0, 2.5, 2.0),
+    "tiny": Scale(nmt_train=6000, nmt_updates=600, base_seeds=(1, 2, 3), seeds=(1,), glue_rows=8000,
+                  bert_updates=300, ft_updates=1000, sentences=100, minutes=(2.0, 0.3, 0.5, 1.1, 1.0)),
+    "small": Scale(nmt_train=20000, nmt_updates=2000, base_seeds=(1, 2, 3), seeds=(1, 2, 3), glue_rows=20000,
+                   bert_updates=1000, ft_updates=3000, sentences=200, minutes=(6.0, 0.4, 1.5, 3.0, 2.0),
                    nmt_width=128, glue_lexicon=(200, 60, 60), glue_max_len=30),
 }
 
-# The reduced scales' BERT: BERT-base's 12 layers of 12 heads (the layouts are
-# Table 4's) at width 96.
-BERT_MODEL = ["--encoder-embed-dim", "96", "--encoder-ffn-embed-dim", "192", "--num-workers", "0",
-              "--log-interval", "50"]
+# The reduced scales' BERT: 4 layers of 4 heads at width 64 (FFN 128), pre-norm
+# (it trains at lr 1e-3 without warm-up trouble), every Table 4 layout scaled
+# to that shape by :func:`table4_layout`.
+BERT_LAYERS, BERT_HEADS = 4, 4
+BERT_MODEL = ["--encoder-layers", str(BERT_LAYERS), "--encoder-attention-heads", str(BERT_HEADS),
+              "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128", "--encoder-normalize-before",
+              "--num-workers", "0", "--log-interval", "100"]
+FT_BATCH, FT_LR = 32, "1e-3"  # the reduced scales' fine-tuning batch and peak lr
+
+
+def table4_layout(arch: str, layers: int = BERT_LAYERS, heads: int = BERT_HEADS) -> str:
+    """A Table 4 row's layout at ``layers`` x ``heads``: BERT-base all global,
+    Band2/Band6 every head, AllTied every layer tied, 132Tied all but the last
+    layer tied (132 = 11 x 12 heads), 120Tied all but the last two (at 12 x 12
+    these are the archs' own layouts)."""
+    band = {"roberta_local_base": "global", "roberta_band2": "band-2"}.get(arch, "band-6")
+    tied = {"roberta_band6_all_tied": layers, "roberta_band6_132_tied": layers - 1,
+            "roberta_band6_120_tied": layers - 2}.get(arch, 0)
+    parts = [(f"[{band}@@t*{heads}]", tied), (f"[{band}*{heads}]", layers - tied)]
+    return ";".join(f"{layer}*{n}" if n > 1 else layer for layer, n in parts if n)
 
 
 def nmt_flags(s: Scale) -> List:
@@ -97,7 +113,7 @@ def add_data_steps(plan: Plan, s: Scale, nmt: bool = True) -> dict:
               "--gutenberg", d["standins"] / "gutenberg-standin.zip", "--bpe", "sentencepiece", "--out", d["corpus"]], 0.7)
     plan.add(f"{pre}/glue-hard-raw", "the hard stand-in GLUE tasks (labels need non-local information)",
              ["python", "-m", "fairseq_local_data.glue", "fake", "--hard", "--out", d["glue_raw"],
-              "--tasks", *glue_tasks(), "--rows", s.glue_rows, "--lexicon", ",".join(map(str, s.glue_lexicon)),
+              "--tasks", *glue_tasks(), "--rows", s.glue_rows, "--eval-rows", 500, "--lexicon", ",".join(map(str, s.glue_lexicon)),
               "--max-len", s.glue_max_len], 0.1)
     plan.add(f"{pre}/glue-hard", "GLUE tasks encoded and binarised",
              ["bash", "scripts/prepare-glue.sh", "--glue-dir", d["glue_raw"], "--src-dict", d["corpus"] / "dict.txt",
@@ -152,10 +168,11 @@ def build(scale: str, runs: Path) -> Plan:
     for arch in BERT_ROWS:
         base = arch == BERT_ROWS[0]
         plan.add(f"{PAPER}/bert/{arch}/pretrain", f"{arch}: masked-LM pretraining",
-                 ["bash", "scripts/pretrain-bert.sh", arch, "--data", d["corpus"], "--save-dir", bert_run(plan, arch),
+                 ["bash", "scripts/pretrain-bert.sh", "roberta_local_base", "--data", d["corpus"], "--save-dir", bert_run(plan, arch),
                   "--updates", s.bert_updates, "--updates-512", 0, "--lengths", "64,128", "--max-positions", 128,
                   "--batch-size", 32, "--update-freq", 1, "--lr", "1e-3", "--warmup", s.bert_updates // 10, "--cpu",
-                  "--", *BERT_MODEL, "--dropout", "0.0", "--attention-dropout", "0.0", "--seed", 1], t_pre)
+                  "--", *BERT_MODEL, "--attn-layout", table4_layout(arch), "--dropout", "0.0",
+                  "--attention-dropout", "0.0", "--seed", 1], t_pre)
         for seed in seeds_of(s, base):
             for task in TASKS:
                 plan.add(f"{PAPER}/bert/{arch}/glue-s{seed}/{task}", f"{arch}: fine-tuning on {task}, seed {seed}",
@@ -171,10 +188,11 @@ def build(scale: str, runs: Path) -> Plan:
 
 def finetune_cmd(plan: Plan, d: dict, arch: str, task: str, seed: int, updates: int) -> List:
     """Fine-tuning at a reduced scale: the RoBERTa recipe's schedule shape
-    (Adam, 6 % warm-up, linear decay) over ``updates`` updates of 16."""
-    return ["bash", "scripts/finetune-glue.sh", "--data", d["glue"] / f"{task}-bin", "--task", task, "--arch", arch,
+    (Adam, 6 % warm-up, linear decay) over ``updates`` updates of FT_BATCH
+    (the layout and shape come from the checkpoint)."""
+    return ["bash", "scripts/finetune-glue.sh", "--data", d["glue"] / f"{task}-bin", "--task", task,
             "--checkpoint", bert_run(plan, arch) / "checkpoint_last.pt", "--save-dir",
-            ft_dir(plan, arch, seed) / task, "--max-update", updates, "--batch-size", 16, "--lr", "2e-4",
+            ft_dir(plan, arch, seed) / task, "--max-update", updates, "--batch-size", FT_BATCH, "--lr", FT_LR,
             "--max-positions", 128, "--cpu", "--", *BERT_MODEL, "--seed", seed]
 
 

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from .numbers_pande import PANDE_FINDINGS, PANDE_NMT, PANDE_TABLE4
-from .pande import (BERT_ROWS, LETTERS, SCALES, TASKS, TITLE, analysis_dir, bert_run, ft_dir, nmt_run,
-                    seeds_of)
+from .pande import (BERT_HEADS, BERT_LAYERS, BERT_ROWS, LETTERS, SCALES, TASKS, TITLE, analysis_dir, bert_run,
+                    ft_dir, nmt_run, seeds_of, table4_layout)
 from .plan import Plan
 from .report import (NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Finding, Values, collect, glue_metric,
                      margin, paper_value, pooled_sd, read_json, table)
@@ -223,6 +223,14 @@ def bert_table(scores: Dict[str, Dict[str, Values]], weights: Dict[str, int], ta
     return table(cols, rows)
 
 
+def layouts_note() -> str:
+    """How the reduced scales scale Table 4's 12 x 12 layouts down."""
+    shown = "; ".join(f"{ROW_NAMES[a]} `{table4_layout(a)}`" for a in BERT_ROWS)
+    return (f" Here every row is a {BERT_LAYERS}-layer model with {BERT_HEADS} heads per layer (pretrained and "
+            f"fine-tuned as the plan shows): 132Tied keeps the paper's last layer untied and 120Tied its last two "
+            f"(132 and 120 of BERT-base's 144 heads tied). The layouts: {shown}.")
+
+
 def glue_scores(run_dirs: Dict[str, List[Path]], tasks: Sequence[str]) -> Dict[str, Dict[str, Values]]:
     """Accuracy (Table 4's metric) per row and task over the seeds' eval folders."""
     return {arch: {t: collect([d / f"{t}.json" for d in dirs], lambda p, t=t: glue_metric(p, t, "accuracy"))
@@ -284,7 +292,7 @@ def write_report(plan: Plan) -> Path:
         "WMT'14 En-De and En-Ru.", "", nmt_table(bleus, weights),
         "## Table 4: BERT-base layouts on GLUE", "",
         "Dev accuracy (MNLI: matched), mean ± sd over fine-tuning seeds where several; sparsity is the "
-        "share of masked query-key pairs at length 128.", "",
+        "share of masked query-key pairs at length 128." + (layouts_note() if s else ""), "",
         bert_table(scores, bert_weights, TASKS, 128),
         "## Figs. 1–3: sensitivity and attention bias", "", *figs, "",
     ])

@@ -3,24 +3,30 @@
 A step is one command of the project's own scripts (``scripts/train.sh``,
 ``scripts/finetune-glue.sh``, ``fairseq-local analyze ...``), run from the
 checkout's root with its output in a log.  The runner runs the steps in
-order.  A step that finished leaves a stamp (``RUNS/.steps/<id>.json``, with
+order, or ``jobs`` at a time: a step waits for the earlier steps whose
+outputs (``--out``, ``--save-dir``, ``folders``, ``outputs``) its command
+names, and a step with no known output waits for, and holds, every other
+(:func:`dependencies`).  A step that finished leaves a stamp (``RUNS/.steps/<id>.json``, with
 its command), so a re-run skips it; an interrupted step runs again, and the
 scripts it calls resume from their checkpoints.  Steps that several papers
 share (the data) have the same id, so the second paper skips them.
 """
 
 import json
+import os
 import shlex
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Sequence
+from typing import Dict, List, Sequence, Set
 
 from ..errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
+OUTPUT_FLAGS = ("--out", "--save-dir")
+POLL_SECONDS = 0.2  # how often the runner looks at its running steps
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,13 @@ class Step:
     cmd: Sequence[str]
     minutes: "float | None" = None
     folders: Sequence[str] = ()  # created before the command runs (its output folders)
+    outputs: Sequence[str] = ()  # files or folders it writes besides --out/--save-dir/folders
+
+    def writes(self) -> List[str]:
+        """Every file or folder the step writes: ``outputs``, ``folders`` and
+        the values of ``--out``/``--save-dir``."""
+        flagged = [self.cmd[k + 1] for k, c in enumerate(self.cmd[:-1]) if c in OUTPUT_FLAGS]
+        return list(dict.fromkeys([*self.outputs, *self.folders, *flagged]))
 
     def shell(self) -> str:
         """The command as one shell line."""
@@ -58,15 +71,51 @@ class Plan:
         return self.runs / self.paper
 
     def add(self, id: str, what: str, cmd: Sequence[str], minutes: "float | None" = None,
-            folders: Sequence = ()) -> None:
+            folders: Sequence = (), outputs: Sequence = ()) -> None:
         if any(s.id == id for s in self.steps):
             raise ValueError(f"duplicate step id {id!r}")
-        self.steps.append(Step(id, what, tuple(str(c) for c in cmd), minutes, tuple(str(f) for f in folders)))
+        self.steps.append(Step(id, what, tuple(str(c) for c in cmd), minutes, tuple(str(f) for f in folders),
+                               tuple(str(o) for o in outputs)))
 
     def minutes(self) -> "float | None":
         """The estimated total, or None where a step has no estimate."""
         est = [s.minutes for s in self.steps]
         return None if any(m is None for m in est) else float(sum(est))  # type: ignore[arg-type]
+
+
+def _related(a: str, b: str) -> bool:
+    """Whether one path is the other or inside it."""
+    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+
+
+def dependencies(steps: Sequence[Step]) -> Dict[str, Set[str]]:
+    """For each step, the ids of the earlier steps it waits for: those that
+    write a path its command names (the path, a file in it, or a folder
+    holding it), and every earlier step where one of the two writes nothing
+    known."""
+    needs: Dict[str, Set[str]] = {}
+    for k, s in enumerate(steps):
+        args = [part for c in s.cmd for part in (c, c.split("=", 1)[-1])]
+        needs[s.id] = {e.id for e in steps[:k]
+                       if not e.writes() or not s.writes() or any(_related(a, o) for o in e.writes() for a in args)}
+    return needs
+
+
+def estimate(plan: Plan, jobs: int = 1) -> "float | None":
+    """The plan's estimated minutes with ``jobs`` steps at a time."""
+    return None if plan.minutes() is None else schedule(plan.steps, jobs)
+
+
+def schedule(steps: Sequence[Step], jobs: int = 1) -> float:
+    """The minutes ``steps`` take ``jobs`` at a time: list scheduling in plan
+    order, each step's estimate as it runs (None counts 0)."""
+    needs, end = dependencies(steps), {}  # type: ignore[var-annotated]
+    slots = [0.0] * max(1, jobs)
+    for s in steps:
+        k = min(range(len(slots)), key=slots.__getitem__)
+        begin = max([slots[k], *(end[i] for i in needs[s.id])])
+        end[s.id] = slots[k] = begin + (s.minutes or 0.0)
+    return max(end.values(), default=0.0)
 
 
 def stamp_path(runs: Path, step: Step) -> Path:
@@ -112,12 +161,13 @@ def _minutes(m: "float | None") -> str:
     return "?" if m is None else f"{m:.0f} min" if m >= 1 else "<1 min"
 
 
-def print_plan(plan: Plan, commands: bool, file=None) -> None:
+def print_plan(plan: Plan, commands: bool, file=None, jobs: int = 1) -> None:
     """The plan as lines: one per step with its estimate (and command)."""
     file = file or sys.stdout
-    total = plan.minutes()
+    total = estimate(plan, jobs)
     done = [is_done(plan.runs, s) for s in plan.steps]
-    est = "" if total is None else f", about {_minutes(total)} on 2 CPU cores"
+    est = "" if total is None else \
+        f", about {_minutes(total)} on 2 CPU cores{f' ({jobs} steps at a time)' if jobs > 1 else ''}"
     print(f"reproduce {plan.paper} --scale {plan.scale}: {len(plan.steps)} steps{est}"
           f"{f' ({sum(done)} already done)' if any(done) else ''}; seeds {', '.join(map(str, plan.seeds))}", file=file)
     width = len(str(len(plan.steps)))
@@ -139,41 +189,79 @@ def executable(cmd: Sequence[str]) -> List[str]:
     return list(cmd)
 
 
-def run_plan(plan: Plan) -> None:
-    """Run every step not yet done, in order; one ``error:`` line (InputError)
-    naming the step and its log when one fails."""
+def thread_env(jobs: int) -> Dict[str, str]:
+    """The steps' environment: with ``jobs`` > 1, the cores shared out
+    (OMP_NUM_THREADS, unless set)."""
+    env = dict(os.environ)
+    if jobs > 1 and "OMP_NUM_THREADS" not in env:
+        env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // jobs))
+    return env
+
+
+def _stamp(plan: Plan, s: Step, seconds: float) -> None:
     from .. import outputs
 
+    stamp = stamp_path(plan.runs, s)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    outputs.write_text(stamp, json.dumps({"cmd": list(s.cmd), "seconds": round(seconds, 1),
+                                          "finished": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
+
+
+def run_plan(plan: Plan, jobs: int = 1) -> None:
+    """Run every step not yet done, ``jobs`` at a time as their dependencies
+    allow; one ``error:`` line (InputError) naming the first step that failed
+    and its log, once the steps still running have finished."""
     check_plan_file(plan)
     write_plan_file(plan)
-    todo = [s for s in plan.steps if not is_done(plan.runs, s)]
-    left = sum(s.minutes or 0 for s in todo)
-    for k, s in enumerate(plan.steps, 1):
-        if s not in todo:
-            print(f"skip: [{k}/{len(plan.steps)}] {s.id} already done", flush=True)
-            continue
-        log = plan.runs / "logs" / f"{s.id}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        print(f"[{k}/{len(plan.steps)}] {s.id}: {s.what} (about {_minutes(s.minutes)}; "
-              f"{_minutes(left)} left in all; log {log})", flush=True)
-        start = time.time()
-        for folder in s.folders:
-            Path(folder).mkdir(parents=True, exist_ok=True)
-        with open(log, "a", encoding="utf-8") as f:
-            f.write(f"$ {s.shell()}\n")
-            f.flush()
-            rc = subprocess.run(executable(s.cmd), cwd=ROOT, stdout=f, stderr=subprocess.STDOUT).returncode
-        if rc != 0:
-            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-            sys.stderr.write("\n".join(tail) + "\n")
-            raise InputError(f"step {s.id} failed (exit {rc}): see {log}; a re-run resumes it")
-        seconds = time.time() - start
-        left -= s.minutes or 0
-        stamp = stamp_path(plan.runs, s)
-        stamp.parent.mkdir(parents=True, exist_ok=True)
-        outputs.write_text(stamp, json.dumps({"cmd": list(s.cmd), "seconds": round(seconds, 1),
-                                              "finished": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
-        print(f"      done in {seconds:.0f} s", flush=True)
+    number = {s.id: k for k, s in enumerate(plan.steps, 1)}
+    needs, env = dependencies(plan.steps), thread_env(jobs)
+    done = {s.id for s in plan.steps if is_done(plan.runs, s)}
+    for s in plan.steps:
+        if s.id in done:
+            print(f"skip: [{number[s.id]}/{len(plan.steps)}] {s.id} already done", flush=True)
+    pending = [s for s in plan.steps if s.id not in done]
+    running: Dict[str, tuple] = {}  # id -> (step, process, log, start)
+    failed: List[tuple] = []  # (id, exit code)
+    try:
+        while pending or running:
+            for s in [s for s in pending if not failed and needs[s.id] <= done][:max(0, jobs - len(running))]:
+                left = schedule([*(r[0] for r in running.values()), *pending], jobs)
+                pending.remove(s)
+                log = plan.runs / "logs" / f"{s.id}.log"
+                log.parent.mkdir(parents=True, exist_ok=True)
+                print(f"[{number[s.id]}/{len(plan.steps)}] {s.id}: {s.what} (about {_minutes(s.minutes)}; "
+                      f"{_minutes(left)} left in all; log {log})", flush=True)
+                for folder in s.folders:
+                    Path(folder).mkdir(parents=True, exist_ok=True)
+                with open(log, "a", encoding="utf-8") as f:
+                    f.write(f"$ {s.shell()}\n")
+                    f.flush()
+                    proc = subprocess.Popen(executable(s.cmd), cwd=ROOT, stdout=f, stderr=subprocess.STDOUT, env=env)
+                running[s.id] = (s, proc, log, time.time())
+            if not running:  # finished, or nothing more starts after a failure
+                break
+            time.sleep(POLL_SECONDS)
+            for sid, (s, proc, log, start) in list(running.items()):
+                if proc.poll() is None:
+                    continue
+                del running[sid]
+                seconds = time.time() - start
+                if proc.returncode != 0:
+                    failed.append((sid, proc.returncode))
+                    continue
+                _stamp(plan, s, seconds)
+                done.add(sid)
+                print(f"      done: {sid} in {seconds:.0f} s", flush=True)
+    except KeyboardInterrupt:
+        for _, proc, _, _ in running.values():
+            proc.wait()
+        raise
+    if failed:
+        sid, rc = failed[0]
+        log = plan.runs / "logs" / f"{sid}.log"
+        tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+        sys.stderr.write("\n".join(tail) + "\n")
+        raise InputError(f"step {sid} failed (exit {rc}): see {log}; a re-run resumes it")
 
 
 def step_seconds(runs: Path, ids: Sequence[str]) -> float:

@@ -17,8 +17,8 @@ Self-attention" (ICML 2021): the plan of ``fairseq-local reproduce sparsebert``.
 
 Reduced scales (``tiny``, ``small``) use the hard stand-in GLUE tasks and
 the stand-in corpus that every paper shares, pretrain ONE full-attention
-model (fairseq's ``roberta_base``, 12 layers of 12 heads at width 96, as
-``scripts/demo-bert.sh`` does), convert it into every layout
+model (fairseq's ``roberta_base`` in Pande's reduced shape, ``pande.BERT_MODEL``:
+4 layers of 4 heads at width 64, pre-norm), convert it into every layout
 (``fairseq-local convert-roberta``) and fine-tune with ``finetune-glue.sh
 --recipe sparsebert`` and fewer updates.  The paper learns its masks in
 pre-training; here DAM learns them while fine-tuning, what 2 CPU cores
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .pande import BERT_MODEL, SCALES as PANDE_SCALES, add_data_steps
+from .pande import BERT_MODEL, FT_BATCH, SCALES as PANDE_SCALES, add_data_steps
 from .plan import Plan
 from .report import Values, glue_metric
 
@@ -81,14 +81,14 @@ class Scale:
     fig6_tasks: Tuple[str, ...] = ()
 
 
-# tiny: 1.4 (data) + 1.1 + 11 x 0.15 + 25 x 1.15 + 25 x 0.4 + 6 x 0.1 = about 44 minutes; the
-# fine-tuning estimate is the measured 100 s for 300 updates of 16 (startup included) at 200 updates.
+# tiny: the shared data, then 11 conversions, 25 fine-tunes of 1000 updates, 25
+# evaluations and 6 exports, two steps at a time (estimates per step as it runs).
 SCALES = {
     "tiny": Scale(tasks=("CoLA",), seeds=(1, 2, 3), sweep_seeds=(1,), lambdas=(1e-4, 1e-1), prune=(30, 60, 90),
-                  bert_updates=250, ft_updates=200, ft_lr="2e-4", minutes=(1.1, 0.15, 1.15, 0.4, 0.1)),
+                  bert_updates=300, ft_updates=1000, ft_lr="1e-3", minutes=(0.6, 0.2, 1.1, 0.3, 0.15)),
     "small": Scale(tasks=("CoLA", "SST-2", "QNLI"), seeds=(1, 2, 3), sweep_seeds=(1,), lambdas=(1e-4, 1e-2, 1e-1),
-                   prune=(30, 50, 70, 90), bert_updates=600, ft_updates=300, ft_lr="2e-4",
-                   minutes=(2.7, 0.15, 1.75, 0.5, 0.1)),
+                   prune=(30, 50, 70, 90), bert_updates=1000, ft_updates=3000, ft_lr="1e-3",
+                   minutes=(1.6, 0.2, 3.0, 0.4, 0.15)),
     # §4.2 and Appendix C (numbers_sparsebert.SPARSEBERT_SETUP, _FIG3, _FIG6); 1M updates of 256 at n = 128
     # are Devlin et al.'s recipe (§A.2), which SparseBERT follows (§3.1.1)
     "paper": Scale(tasks=PAPER_TASKS, seeds=(1, 2, 3), sweep_seeds=(1,), lambdas=(1e-4, 1e-3, 1e-2, 1e-1),
@@ -192,7 +192,7 @@ def build(scale: str, runs: Path) -> Plan:
         if key in ("random-drop", "no-diag"):
             cmd += ["--mask-mode", "pre"]  # SparseBERT's fixed masks act before the softmax, as the baselines'
         plan.add(f"{PAPER}/convert/{key}", f"the pretrained model as {arch}" + (f" ({token})" if token else ""),
-                 cmd, t_conv)
+                 cmd, t_conv, outputs=[converted(plan, key)])
 
     def group(row: str, key: str, seeds: Sequence[int], extra=lambda task: []) -> None:
         arch = MODELS[key][0]
@@ -202,7 +202,7 @@ def build(scale: str, runs: Path) -> Plan:
                          ["bash", "scripts/finetune-glue.sh", "--data", d["glue"] / f"{task}-bin", "--task", task,
                           "--arch", arch, "--checkpoint", converted(plan, key), "--save-dir",
                           ft_dir(plan, row, seed) / task, "--recipe", "sparsebert", "--max-update", s.ft_updates,
-                          "--batch-size", 16, "--lr", s.ft_lr, "--max-positions", N, "--cpu", "--", *BERT_MODEL,
+                          "--batch-size", FT_BATCH, "--lr", s.ft_lr, "--max-positions", N, "--cpu", "--", *BERT_MODEL,
                           "--seed", seed, *extra(task)], t_ft)
             plan.add(f"{PAPER}/glue/{row}/s{seed}/eval", f"{row}: GLUE dev metrics, seed {seed}",
                      ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, row, seed), "--data", d["glue"],

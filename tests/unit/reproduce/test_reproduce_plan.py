@@ -9,7 +9,8 @@ import pytest
 
 from fairseq_local.errors import InputError
 from fairseq_local.reproduce import PAPERS, paper_module, pande
-from fairseq_local.reproduce.plan import Plan, check_plan_file, is_done, print_plan, run_plan, ROOT
+from fairseq_local.reproduce.plan import (Plan, check_plan_file, dependencies, estimate, is_done, print_plan, run_plan,
+                                         thread_env, ROOT)
 
 
 def test_tiny_plan_covers_every_experiment(tmp_path):
@@ -79,12 +80,35 @@ def test_dry_run_prints_every_command(tmp_path, capsys):
     assert out.splitlines()[0].startswith(f"reproduce pande --scale paper: {len(plan.steps)} steps")
 
 
-def _fake_runner(monkeypatch, calls, fail=()):
-    def run(cmd, cwd, stdout, stderr):
-        calls.append(cmd)
-        return subprocess.CompletedProcess(cmd, 1 if any(f in cmd for f in fail) else 0)
+class _FakeProc:
+    """A step's process that runs for ``polls`` polls, then exits with ``rc``."""
+    alive = peak = 0
 
-    monkeypatch.setattr(subprocess, "run", run)
+    def __init__(self, rc, polls=0):
+        self.rc, self.polls, self.returncode = rc, polls, None
+        _FakeProc.alive += 1
+        _FakeProc.peak = max(_FakeProc.peak, _FakeProc.alive)
+
+    def poll(self):
+        if self.returncode is None and self.polls <= 0:
+            self.returncode = self.rc
+            _FakeProc.alive -= 1
+        self.polls -= 1
+        return self.returncode
+
+    def wait(self):
+        self.polls = 0
+        return self.poll()
+
+
+def _fake_runner(monkeypatch, calls, fail=(), polls=0):
+    def popen(cmd, cwd, stdout, stderr, env):
+        calls.append(cmd)
+        return _FakeProc(1 if any(f in cmd for f in fail) else 0, polls)
+
+    _FakeProc.alive = _FakeProc.peak = 0
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    monkeypatch.setattr("fairseq_local.reproduce.plan.POLL_SECONDS", 0.0)
 
 
 def _plan(tmp_path, n=3, scale="tiny"):
@@ -118,11 +142,11 @@ def test_output_folders_are_made_before_the_command(tmp_path, monkeypatch):
     seen = []
     out = tmp_path / "analysis" / "nmt"
 
-    def run(cmd, cwd, stdout, stderr):
+    def popen(cmd, cwd, stdout, stderr, env):
         seen.append(out.is_dir())
-        return subprocess.CompletedProcess(cmd, 0)
+        return _FakeProc(0)
 
-    monkeypatch.setattr(subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "Popen", popen)
     plan = Plan("pande", "tiny", tmp_path, (1,))
     plan.add("pande/dump", "dump", ["fairseq-local", "attention", "dump", "--out", out / "attention.pt"], 0.1,
              folders=[out])
@@ -172,3 +196,77 @@ def test_cli_dry_run_and_errors(tmp_path):
     f.write_text("x")
     r = subprocess.run(cmd + ["pande", "--runs", str(f), "--dry-run"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and r.stderr.strip() == f"error: cannot write the runs folder '{f}': it is a file, not a folder"
+
+
+def _independent(tmp_path, n=4):
+    """``n`` steps that write their own folders and read one data folder (step 0)."""
+    plan = Plan("pande", "tiny", tmp_path, (1,))
+    plan.add("data", "data", ["python", "-m", "gen", "--out", tmp_path / "data"], 1.0)
+    for k in range(1, n):
+        plan.add(f"pande/r{k}", f"run {k}", ["bash", "scripts/train.sh", "--data", tmp_path / "data",
+                                             "--save-dir", tmp_path / f"r{k}"], 1.0)
+    plan.add("pande/eval", "eval", ["bash", "scripts/evaluate-glue.sh", "--runs", tmp_path / "r1",
+                                    "--out", tmp_path / "r1" / "eval"], 1.0)
+    plan.add("pande/report", "no known output", ["python", "-m", "report"], 1.0)
+    return plan
+
+
+def test_dependencies_follow_the_paths_a_step_writes_and_reads(tmp_path):
+    needs = dependencies(_independent(tmp_path).steps)
+    assert needs["data"] == set() and needs["pande/r1"] == needs["pande/r3"] == {"data"}
+    assert needs["pande/eval"] == {"pande/r1"}  # a file inside r1's --save-dir
+    assert needs["pande/report"] == {"data", "pande/r1", "pande/r2", "pande/r3", "pande/eval"}
+    real = dependencies(pande.build("tiny", tmp_path).steps)
+    assert real["pande/nmt/b-s1/train"] == {"data-tiny/nmt-hard"}
+    assert real["pande/nmt/b-s1/test"] == {"data-tiny/nmt-hard", "pande/nmt/b-s1/train"}
+    ft = [i for i in real if i.startswith("pande/bert/roberta_band2/glue-s1/") and not i.endswith("eval")]
+    assert len(ft) == 4 and all(real[i] & set(ft) == set() for i in ft)  # the four tasks run side by side
+    assert set(ft) <= real["pande/bert/roberta_band2/glue-s1/eval"]
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_jobs_run_independent_steps_side_by_side(tmp_path, monkeypatch, jobs):
+    calls = []
+    _fake_runner(monkeypatch, calls, polls=3)
+    plan = _independent(tmp_path)
+    run_plan(plan, jobs=jobs)
+    assert _FakeProc.peak == jobs and len(calls) == len(plan.steps)
+    assert calls[0][-1] == str(tmp_path / "data") and calls[-1] == [sys.executable, "-m", "report"]
+    assert all(is_done(tmp_path, s) for s in plan.steps)
+    assert estimate(plan, jobs) == {1: 6.0, 2: 4.0}[jobs]  # data; r1 r2 | r3 eval; report
+
+
+def test_a_failed_step_lets_running_steps_finish_and_starts_none(tmp_path, monkeypatch):
+    calls = []
+    _fake_runner(monkeypatch, calls, fail=(str(tmp_path / "r1"),), polls=2)
+    plan = _independent(tmp_path)
+    with pytest.raises(InputError, match=r"step pande/r1 failed \(exit 1\)"):
+        run_plan(plan, jobs=2)
+    assert len(calls) == 3 and is_done(tmp_path, plan.steps[2]) and not is_done(tmp_path, plan.steps[3])
+
+
+def test_jobs_share_the_cores_out(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    assert thread_env(2)["OMP_NUM_THREADS"] == "4" and "OMP_NUM_THREADS" not in thread_env(1)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    assert thread_env(2)["OMP_NUM_THREADS"] == "3"
+
+
+def test_table4_layouts_scale_to_the_reduced_model(tmp_path):
+    from fairseq_local.attention.layout import parse_layout
+    from fairseq_local.models.archs import get_config
+
+    for arch in pande.BERT_ROWS:  # at BERT-base's shape, the archs' own layouts
+        assert pande.table4_layout(arch, 12, 12) == (get_config(arch).layout or "[global*12]*12")
+    assert [pande.table4_layout(a, 4, 4) for a in pande.BERT_ROWS] == [
+        "[global*4]*4", "[band-2*4]*4", "[band-6*4]*4", "[band-6@@t*4]*4", "[band-6@@t*4]*3;[band-6*4]",
+        "[band-6@@t*4]*2;[band-6*4]*2"]
+    tied = [sum(h.group == "@@t" for layer in parse_layout(pande.table4_layout(a, 4, 4)) for h in layer.heads)
+            for a in pande.BERT_ROWS]
+    assert tied == [0, 0, 0, 16, 12, 8]
+    plan = pande.build("tiny", tmp_path)
+    for arch in pande.BERT_ROWS:
+        pre = next(st for st in plan.steps if st.id == f"pande/bert/{arch}/pretrain")
+        assert pre.cmd[2] == "roberta_local_base"
+        assert pre.cmd[pre.cmd.index("--attn-layout") + 1] == pande.table4_layout(arch)

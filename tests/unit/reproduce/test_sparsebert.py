@@ -15,7 +15,7 @@ from fairseq_local.reproduce import pande, sparsebert as sb
 from fairseq_local.reproduce import sparsebert_report as rep
 from fairseq_local.reproduce.numbers_sparsebert import (GLUE_COLUMNS, SPARSEBERT_FIG3, SPARSEBERT_FIG6,
                                                         SPARSEBERT_SETUP)
-from fairseq_local.reproduce.plan import ROOT, print_plan
+from fairseq_local.reproduce.plan import ROOT, dependencies, estimate, print_plan
 from fairseq_local.reproduce.report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -57,7 +57,8 @@ def test_every_experiment_is_planned(tmp_path, scale):
                 continue
             mask = st.cmd[st.cmd.index("--mask-file") + 1]
             assert out[mask] < plan.steps.index(st)
-            assert st.cmd[-4:] == ("--attn-layout", "[file*12]*12", "--mask-mode", "pre")
+            shape = "[file*12]*12" if scale == "paper" else "[file*4]*4"  # BERT-base; the reduced model
+            assert st.cmd[-4:] == ("--attn-layout", shape, "--mask-mode", "pre")
 
 
 def test_tiny_plan_fits_its_budget(tmp_path):
@@ -66,8 +67,12 @@ def test_tiny_plan_fits_its_budget(tmp_path):
     assert len(fine_tunes) == 9 + 10 + 6 and {st.cmd[st.cmd.index("--task") + 1] for st in fine_tunes} == {"CoLA"}
     assert len(_steps(plan, "sparsebert/convert/")) == 11 and len(_steps(plan, "sparsebert/masks/")) == 6
     assert len(plan.steps) == 4 + 1 + 11 + 25 + 25 + 6
-    assert plan.minutes() == pytest.approx(43.5) and plan.minutes() <= 45
-    assert sb.build("small", tmp_path).minutes() <= 180
+    assert estimate(plan, 2) <= 45 and estimate(plan, 1) == pytest.approx(plan.minutes())
+    assert estimate(sb.build("small", tmp_path), 2) <= 180
+    needs = dependencies(plan.steps)  # the conversions wait for the pretraining alone; fine-tunes for theirs
+    assert needs["sparsebert/convert/no-diag"] == {"sparsebert/bert/pretrain"}
+    assert needs["sparsebert/glue/no-diag/s2/CoLA"] == {"data-tiny/glue-hard", "sparsebert/bert/pretrain",
+                                                         "sparsebert/convert/no-diag"}
     assert all("--cpu" in st.cmd and "--recipe" in st.cmd for st in fine_tunes)
     # one full-attention model, converted; DAM learns its mask in fine-tuning with its lambda
     assert [st.cmd[2] for st in _steps(plan, "sparsebert/bert/")] == ["roberta_base"]
@@ -132,12 +137,12 @@ def test_fixed_rows_are_table3s_and_commands_parse(tmp_path):
         if st.cmd[0] == "fairseq-local":
             args = parsers[st.cmd[1]].parse_args(list(st.cmd[2:]))
             if st.cmd[1] == "convert-roberta" and "--attn-layout" in st.cmd:
-                assert args.attn_layout == f"[{sb.MODELS[st.id.split('/')[-1]][1]}*12]*12"
+                assert args.attn_layout == f"[{sb.MODELS[st.id.split('/')[-1]][1]}*4]*4"
     from fairseq_local.attention.layout import parse_layout
 
     for token in [tok for _, tok in sb.MODELS.values() if tok] + ["file"]:
         layout = parse_layout(sb.layout(token, sb.model_shape()))
-        assert len(layout) == 12 and all(len(layer.heads) == 12 for layer in layout), token
+        assert len(layout) == 4 and all(len(layer.heads) == 4 for layer in layout), token
     assert sb.model_shape(["--encoder-layers", "4", "--encoder-attention-heads", "6"]) == (4, 6)
     assert sb.lam_name(1e-4) == "1e-4" and sb.lam_name(0.5) == "0.5"
 
