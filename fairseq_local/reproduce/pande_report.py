@@ -88,9 +88,14 @@ def nmt_findings(bleu: Dict[str, Values], weights: Dict[str, int]) -> List[Findi
 
 
 def bert_findings(scores: Dict[str, Dict[str, Values]], tasks: Sequence[str]) -> List[Finding]:
-    """P14–P17 on the stand-in tasks; the spread is the base model's over
-    fine-tuning seeds, per task."""
+    """P14–P17 on the stand-in tasks that BERT-base learnt (:func:`learnt`);
+    the spread is the base model's over fine-tuning seeds, per task."""
     base, b2, b6, allt, t132, t120 = (scores.get(a, {}) for a in ROW_NAMES)
+    unlearnt = [t for t in tasks if base.get(t, Values(())).mean is not None and not learnt(t, base[t])]
+    tasks = [t for t in tasks if t not in unlearnt]
+    if not tasks:
+        return [_finding(f, None, f"BERT-base learnt none of the tasks (at chance: {', '.join(unlearnt)})")
+                for f in ("P14", "P15", "P16", "P17")]
 
     def m(task: str, x: Dict[str, Values]) -> Optional[float]:
         return margin(base.get(task, Values(())).sd, x.get(task, Values(())).n, base.get(task, Values(())).n)
@@ -134,7 +139,20 @@ def bert_findings(scores: Dict[str, Dict[str, Values]], tasks: Sequence[str]) ->
                             "132Tied − AllTied: " + ", ".join(f"{t} {mean(t132, t) - mean(allt, t):+.1f}" for t in tasks)
                             + "; 120Tied − Band6: " + ", ".join(f"{t} {mean(t120, t) - mean(b6, t):+.1f}" for t in tasks)
                             + f"; within the margin on {len(close)} of {len(tasks)}"))
+    if unlearnt:  # the rows cannot differ where the baseline is at chance
+        out = [Finding(f.id, f.text, f.verdict, f.evidence + f"; left out, BERT-base at chance: {', '.join(unlearnt)}")
+               for f in out]
     return out
+
+
+CLASSES = {"MNLI": 3}  # the tasks' classes (the others: 2)
+
+
+def learnt(task: str, base: Values) -> bool:
+    """Whether BERT-base learnt ``task``: its mean accuracy 5 points or two
+    standard deviations (the larger) above chance."""
+    chance = 100.0 / CLASSES.get(task, 2)
+    return base.mean is not None and base.mean - chance > max(5.0, 2 * (base.sd or 0.0))
 
 
 def _layer_means(rows: Sequence[Sequence[Optional[float]]]) -> List[Optional[float]]:
@@ -254,7 +272,7 @@ def write_report(plan: Plan) -> Path:
     from the finished runs; cells of runs not yet finished are "-"."""
     from .. import outputs
     from .environment import environment
-    from .plan import ROOT, step_seconds
+    from .plan import ROOT, step_timing
     from .report import bleu, environment_section, findings_section
 
     s = SCALES.get(plan.scale)
@@ -270,7 +288,7 @@ def write_report(plan: Plan) -> Path:
     analyses = {"NMT (a)": analysis_dir(plan, "nmt"), "BERT-base": analysis_dir(plan, "bert")}
     findings = (analysis_findings(analyses) + nmt_findings(bleus, weights)
                 + bert_findings(scores, TASKS))
-    minutes = step_seconds(plan.runs, [st.id for st in plan.steps]) / 60
+    timing = step_timing(plan.runs, [st.id for st in plan.steps])
     data = ("the hard synthetic corpus and the hard stand-in GLUE tasks (labels that need non-local "
             "information), with reduced models" if s else "WMT'14 and GLUE, as the paper")
     figs = []
@@ -285,7 +303,7 @@ def write_report(plan: Plan) -> Path:
         f"Data: {data}. Made by `fairseq-local reproduce pande --scale {plan.scale}`.", "",
         "Values on stand-in data cannot equal the paper's: the comparison is of the direction and size of "
         "each difference against the baseline, decided on the spread over seeds.", "",
-        environment_section(environment(ROOT), plan.seeds, minutes or None),
+        environment_section(environment(ROOT), plan.seeds, timing),
         findings_section(findings),
         "## Tables 1–3: NMT configurations (a)–(l)", "",
         "BLEU here: the synthetic test set (sacreBLEU), mean ± sd (seeds) where several. The paper: "

@@ -198,12 +198,13 @@ def thread_env(jobs: int) -> Dict[str, str]:
     return env
 
 
-def _stamp(plan: Plan, s: Step, seconds: float) -> None:
+def _stamp(plan: Plan, s: Step, seconds: float, jobs: int, env: Dict[str, str]) -> None:
     from .. import outputs
 
     stamp = stamp_path(plan.runs, s)
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    outputs.write_text(stamp, json.dumps({"cmd": list(s.cmd), "seconds": round(seconds, 1),
+    outputs.write_text(stamp, json.dumps({"cmd": list(s.cmd), "seconds": round(seconds, 1), "jobs": jobs,
+                                          "OMP_NUM_THREADS": env.get("OMP_NUM_THREADS", "-"),
                                           "finished": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
 
 
@@ -249,7 +250,7 @@ def run_plan(plan: Plan, jobs: int = 1) -> None:
                 if proc.returncode != 0:
                     failed.append((sid, proc.returncode))
                     continue
-                _stamp(plan, s, seconds)
+                _stamp(plan, s, seconds, jobs, env)
                 done.add(sid)
                 print(f"      done: {sid} in {seconds:.0f} s", flush=True)
     except KeyboardInterrupt:
@@ -264,12 +265,36 @@ def run_plan(plan: Plan, jobs: int = 1) -> None:
         raise InputError(f"step {sid} failed (exit {rc}): see {log}; a re-run resumes it")
 
 
-def step_seconds(runs: Path, ids: Sequence[str]) -> float:
-    """The measured time of finished steps (their stamps), in seconds."""
-    total = 0.0
+def _stamps(runs: Path, ids: Sequence[str]) -> List[dict]:
+    out = []
     for i in ids:
         try:
-            total += float(json.loads((runs / ".steps" / f"{i}.json").read_text()).get("seconds", 0))
+            out.append(json.loads((runs / ".steps" / f"{i}.json").read_text()))
         except (OSError, ValueError):
             pass
-    return total
+    return [x for x in out if isinstance(x, dict)]
+
+
+def step_seconds(runs: Path, ids: Sequence[str]) -> float:
+    """The summed time of finished steps (their stamps), in seconds."""
+    return sum(float(x.get("seconds", 0)) for x in _stamps(runs, ids))
+
+
+def step_timing(runs: Path, ids: Sequence[str]) -> str:
+    """The finished steps' time as their stamps say: the time in which one
+    of them ran at least (so neither a pause between resumed runs nor data
+    made earlier by another paper counts in between), the summed step
+    times, steps at a time and OMP_NUM_THREADS ("35 minutes (67 summed), 2
+    steps at a time, OMP_NUM_THREADS 1")."""
+    stamps = [x for x in _stamps(runs, ids) if "finished" in x]
+    if not stamps:
+        return "-"
+    ends = [time.mktime(time.strptime(x["finished"], "%Y-%m-%d %H:%M:%S")) for x in stamps]
+    span, reach = 0.0, float("-inf")
+    for begin, end in sorted((e - float(x.get("seconds", 0)), e) for e, x in zip(ends, stamps)):
+        span += max(0.0, end - max(begin, reach))
+        reach = max(reach, end)
+    jobs = sorted({int(x.get("jobs", 1)) for x in stamps})
+    omp = sorted({str(x.get("OMP_NUM_THREADS", "-")) for x in stamps})
+    return (f"{span / 60:.0f} minutes ({step_seconds(runs, ids) / 60:.0f} summed), {'/'.join(map(str, jobs))} "
+            f"step{'s' if jobs != [1] else ''} at a time, OMP_NUM_THREADS {'/'.join(omp)}")

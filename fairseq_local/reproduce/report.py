@@ -99,7 +99,7 @@ def paper_value(v: Optional[float], digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def environment_section(env: Dict[str, str], seeds: Sequence[int], minutes: Optional[float]) -> str:
+def environment_section(env: Dict[str, str], seeds: Sequence[int], timing: str) -> str:
     """Seeds, hardware and versions, and what repeats: a seed gives the same
     numbers again on this machine, not on another CPU (kernels sum in other
     orders), so findings rest on the spread over seeds."""
@@ -109,8 +109,8 @@ def environment_section(env: Dict[str, str], seeds: Sequence[int], minutes: Opti
              f"OMP_NUM_THREADS {env['OMP_NUM_THREADS']}); GPU: {env['gpu']}.",
              f"- Software: torch {env['torch']}, fairseq-fixed {env['fairseq']}, Python {env['python']}, "
              f"commit {env['commit']}."]
-    if minutes is not None:
-        lines.append(f"- Time of the runs (their stamps): {minutes:.0f} minutes.")
+    if timing != "-":
+        lines.append(f"- Time of the runs (their stamps): {timing}.")
     lines += ["- A seed repeats exactly on one machine with the same thread count; on another CPU the "
               "kernels sum in another order and the numbers move by about the spread over seeds. "
               "The findings below are decided on that spread.", ""]

@@ -327,7 +327,7 @@ def write_report(plan: Plan) -> Path:
     """``RUNS/sparsebert/report.md`` and ``report_fig3.png``; runs not yet finished are "-"."""
     from .. import outputs
     from .environment import environment
-    from .plan import ROOT, step_seconds
+    from .plan import ROOT, step_timing
     from .report import environment_section, findings_section
     from ..cli.sparsity import sparsity
 
@@ -365,7 +365,7 @@ def write_report(plan: Plan) -> Path:
     t3 = [(name, r, rho128.get(r), dict(zip(SPARSEBERT_TABLE3["columns"], SPARSEBERT_TABLE3["rows"].get(name, ()))))
           for r, name in names.items()]
     png = fig3_png(scores, rho, s.prune, s.tasks, plan.out / "report_fig3.png")
-    minutes = step_seconds(plan.runs, [st.id for st in plan.steps]) / 60
+    timing = step_timing(plan.runs, [st.id for st in plan.steps])
     data = ("the BERT corpus and GLUE, each row pretrained with its mask" if paper else
             "the stand-in corpus and the hard stand-in GLUE tasks (labels that need non-local information); one "
             "full-attention model pretrained, converted into every layout, masks learned in fine-tuning")
@@ -376,7 +376,7 @@ def write_report(plan: Plan) -> Path:
         f"Made by `fairseq-local reproduce {PAPER} --scale {plan.scale}`.", "",
         "Values on stand-in data cannot equal the paper's: what can repeat is the direction and size of each "
         "difference, decided on the spread over fine-tuning seeds.", "",
-        environment_section(environment(ROOT), plan.seeds, minutes or None),
+        environment_section(environment(ROOT), plan.seeds, timing),
         findings_section(findings),
         "## Table 1: removing the diagonal, dropping random entries", "",
         f"Dev metric (CoLA: MCC), mean ± sd over seeds; ρ at n = {N} and on the dev sentences (random dropping "

@@ -90,6 +90,23 @@ def test_bert_findings(runs):
     assert f["P17"].verdict == REPRODUCED and "within the margin on 4 of 4" in f["P17"].evidence
 
 
+def test_bert_findings_leave_out_the_tasks_bert_base_did_not_learn(runs):
+    ft = {a: [pande.ft_dir(runs, a, k) / "eval" for k in (1, 2, 3)] for a in pande.BERT_ROWS}
+    scores = rep.glue_scores(ft, pande.TASKS)
+    scores["roberta_local_base"]["MNLI"] = Values((36.0, 37.0, 38.0))  # 3.7 above 33.3: chance
+    scores["roberta_local_base"]["QQP"] = Values((54.0, 56.0, 58.0))  # 6 above 50, 2 sd = 4
+    assert not rep.learnt("MNLI", scores["roberta_local_base"]["MNLI"])
+    assert rep.learnt("QQP", scores["roberta_local_base"]["QQP"]) and not rep.learnt("QQP", Values((50.0, 56.0, 62.0)))
+    f = {x.id: x for x in rep.bert_findings(scores, pande.TASKS)}
+    assert all(x.evidence.endswith("; left out, BERT-base at chance: MNLI") for x in f.values())
+    assert "MNLI" not in f["P16"].evidence.split(";")[0] and "QNLI" in f["P16"].evidence
+    for t in pande.TASKS:
+        scores["roberta_local_base"][t] = Values((33.0, 34.0, 35.0) if t == "MNLI" else (50.0, 51.0, 52.0))
+    f = rep.bert_findings(scores, pande.TASKS)
+    assert [x.verdict for x in f] == [NOT_COMPARABLE] * 4
+    assert f[0].evidence == "BERT-base learnt none of the tasks (at chance: QQP, SST-2, MNLI, QNLI)"
+
+
 def test_analysis_findings(runs):
     f = {x.id: x for x in rep.analysis_findings({"NMT": pande.analysis_dir(runs, "nmt"),
                                                    "BERT": pande.analysis_dir(runs, "bert")})}

@@ -10,7 +10,7 @@ import pytest
 from fairseq_local.errors import InputError
 from fairseq_local.reproduce import PAPERS, paper_module, pande
 from fairseq_local.reproduce.plan import (Plan, check_plan_file, dependencies, estimate, is_done, print_plan, run_plan,
-                                         thread_env, ROOT)
+                                         step_timing, thread_env, ROOT)
 
 
 def test_tiny_plan_covers_every_experiment(tmp_path):
@@ -234,6 +234,8 @@ def test_jobs_run_independent_steps_side_by_side(tmp_path, monkeypatch, jobs):
     assert calls[0][-1] == str(tmp_path / "data") and calls[-1] == [sys.executable, "-m", "report"]
     assert all(is_done(tmp_path, s) for s in plan.steps)
     assert estimate(plan, jobs) == {1: 6.0, 2: 4.0}[jobs]  # data; r1 r2 | r3 eval; report
+    timing = step_timing(tmp_path, [s.id for s in plan.steps])
+    assert timing.startswith("0 minutes (0 summed), ") and f"{jobs} step{'s' if jobs > 1 else ''} at a time" in timing
 
 
 def test_a_failed_step_lets_running_steps_finish_and_starts_none(tmp_path, monkeypatch):
@@ -270,3 +272,19 @@ def test_table4_layouts_scale_to_the_reduced_model(tmp_path):
         pre = next(st for st in plan.steps if st.id == f"pande/bert/{arch}/pretrain")
         assert pre.cmd[2] == "roberta_local_base"
         assert pre.cmd[pre.cmd.index("--attn-layout") + 1] == pande.table4_layout(arch)
+
+
+def test_step_timing_counts_the_time_some_step_ran(tmp_path):
+    stamps = [(60, "2026-01-01 10:01:00"), (120, "2026-01-01 10:02:00"), (60, "2026-01-02 09:01:00")]
+    for k, (seconds, finished) in enumerate(stamps):  # two side by side, one a day later
+        _write_stamp(tmp_path, f"s{k}", {"cmd": [], "seconds": seconds, "jobs": 2, "OMP_NUM_THREADS": "1",
+                                        "finished": finished})
+    assert step_timing(tmp_path, ["s0", "s1", "s2", "missing"]) == \
+        "3 minutes (4 summed), 2 steps at a time, OMP_NUM_THREADS 1"
+    assert step_timing(tmp_path, ["missing"]) == "-"
+
+
+def _write_stamp(runs, sid, body):
+    path = runs / ".steps" / f"{sid}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(body))
