@@ -41,7 +41,8 @@ class Scale:
     bert_updates: int            # masked-LM updates per layout
     ft_updates: int              # fine-tuning updates per task
     sentences: int               # sentences analysed for Figs. 1-3
-    # estimated minutes on 2 CPU cores: NMT train, translate, pretrain, fine-tune, analysis
+    # estimated minutes per step as it runs beside another (--jobs 2, one thread each; measured at tiny):
+    # NMT train, translate, pretrain, fine-tune, sensitivity analysis
     minutes: Tuple[float, float, float, float, float]
     nmt_width: int = 64          # the NMT layouts' 6 encoder layers of 8 heads at this width
     # the stand-in GLUE tasks' lexicon (nouns, adjectives, verbs) and longest sentence (glue fake --hard)
@@ -51,10 +52,11 @@ class Scale:
 
 SCALES = {
     "tiny": Scale(nmt_train=6000, nmt_updates=600, base_seeds=(1, 2, 3), seeds=(1,), glue_rows=8000,
-                  bert_updates=300, ft_updates=1000, sentences=100, minutes=(2.0, 0.3, 0.5, 1.1, 1.0)),
-    "small": Scale(nmt_train=20000, nmt_updates=2000, base_seeds=(1, 2, 3), seeds=(1, 2, 3), glue_rows=20000,
-                   bert_updates=1000, ft_updates=3000, sentences=200, minutes=(6.0, 0.4, 1.5, 3.0, 2.0),
-                   nmt_width=128, glue_lexicon=(200, 60, 60), glue_max_len=30),
+                  bert_updates=300, ft_updates=1000, sentences=100, minutes=(1.6, 0.2, 0.45, 1.1, 0.1)),
+    # small: not run here; its estimates scale tiny's measured times with the updates
+    "small": Scale(nmt_train=20000, nmt_updates=1500, base_seeds=(1, 2, 3), seeds=(1, 2, 3), glue_rows=20000,
+                   bert_updates=1000, ft_updates=2000, sentences=200, minutes=(4.0, 0.3, 1.4, 2.2, 0.3),
+                   glue_lexicon=(200, 60, 60), glue_max_len=30),
 }
 
 # The reduced scales' BERT: 4 layers of 4 heads at width 64 (FFN 128), pre-norm
@@ -105,20 +107,20 @@ def add_data_steps(plan: Plan, s: Scale, nmt: bool = True) -> dict:
     if nmt:
         plan.add(f"{pre}/nmt-hard", "the hard synthetic corpus (deeper nesting, longer sentences)",
                  ["bash", "scripts/prepare-synthetic.sh", "--out", d["nmt"], "--hard", "--train", s.nmt_train,
-                  "--valid", 300, "--test", 300], 0.5)
+                  "--valid", 300, "--test", 300], 0.2)
     plan.add(f"{pre}/bert-standins", "stand-in Wikipedia dump and Gutenberg books",
              ["python", "-m", "fairseq_local_data.standins", "--out", d["standins"]], 0.1)
     plan.add(f"{pre}/bert-corpus", "the masked-LM corpus (SentencePiece)",
              ["bash", "scripts/prepare-bert-corpus.sh", "--wiki", d["standins"] / "enwiki-standin-pages-articles.xml.bz2",
-              "--gutenberg", d["standins"] / "gutenberg-standin.zip", "--bpe", "sentencepiece", "--out", d["corpus"]], 0.7)
+              "--gutenberg", d["standins"] / "gutenberg-standin.zip", "--bpe", "sentencepiece", "--out", d["corpus"]], 0.2)
     plan.add(f"{pre}/glue-hard-raw", "the hard stand-in GLUE tasks (labels need non-local information)",
              ["python", "-m", "fairseq_local_data.glue", "fake", "--hard", "--out", d["glue_raw"],
               "--tasks", *glue_tasks(), "--rows", s.glue_rows, "--eval-rows", 500, "--lexicon", ",".join(map(str, s.glue_lexicon)),
-              "--max-len", s.glue_max_len], 0.1)
+              "--max-len", s.glue_max_len], 0.5)
     plan.add(f"{pre}/glue-hard", "GLUE tasks encoded and binarised",
              ["bash", "scripts/prepare-glue.sh", "--glue-dir", d["glue_raw"], "--src-dict", d["corpus"] / "dict.txt",
               "--bpe", "sentencepiece", "--bpe-model", d["corpus"] / "bpe" / "spm.model", "--tasks",
-              " ".join(glue_tasks()), "--out", d["glue"]], 0.5)
+              " ".join(glue_tasks()), "--out", d["glue"]], 1.0)
     return d
 
 
@@ -180,7 +182,7 @@ def build(scale: str, runs: Path) -> Plan:
             plan.add(f"{PAPER}/bert/{arch}/glue-s{seed}/eval", f"{arch}: GLUE dev metrics, seed {seed}",
                      ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, arch, seed), "--data", d["glue"],
                       "--glue-dir", d["glue_raw"], "--out", ft_dir(plan, arch, seed) / "eval", "--tasks",
-                      " ".join(TASKS)], 0.4)
+                      " ".join(TASKS)], 0.1)
     add_analysis(plan, nmt_run(plan, "a", s.base_seeds[0]) / "checkpoint_last.pt", d["nmt"],
                  bert_run(plan, BERT_ROWS[0]) / "checkpoint_last.pt", d, s.sentences, t_an)
     return plan
@@ -207,10 +209,10 @@ def add_analysis(plan: Plan, nmt_ckpt: Path, nmt_data: Path, bert_ckpt: Path, d:
         model = ["--path", ckpt, "--data", data, "--conllu", conllu, *opts, "--max-sentences", n]
         plan.add(f"{PAPER}/analysis/{what}/dump", f"{what}: attention of every head",
                  ["fairseq-local", "attention", "dump", *model, "--quiet", "--out", out / "attention.pt", "--force"],
-                 0.2 if minutes is not None else None, folders=[out])
+                 0.05 if minutes is not None else None, folders=[out])
         plan.add(f"{PAPER}/analysis/{what}/bias", f"{what}: attention bias (Figs. 2-3)",
                  ["fairseq-local", "analyze", "bias", out / "attention.pt", "--quiet", "--out", out, "--force"],
-                 0.1 if minutes is not None else None)
+                 0.05 if minutes is not None else None)
         plan.add(f"{PAPER}/analysis/{what}/sensitivity", f"{what}: gradient sensitivity (Fig. 1)",
                  ["fairseq-local", "analyze", "sensitivity", *model, "--quiet", "--out", out, "--force"], minutes)
 

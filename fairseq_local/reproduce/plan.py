@@ -106,16 +106,25 @@ def estimate(plan: Plan, jobs: int = 1) -> "float | None":
     return None if plan.minutes() is None else schedule(plan.steps, jobs)
 
 
-def schedule(steps: Sequence[Step], jobs: int = 1) -> float:
-    """The minutes ``steps`` take ``jobs`` at a time: list scheduling in plan
-    order, each step's estimate as it runs (None counts 0)."""
-    needs, end = dependencies(steps), {}  # type: ignore[var-annotated]
-    slots = [0.0] * max(1, jobs)
-    for s in steps:
-        k = min(range(len(slots)), key=slots.__getitem__)
-        begin = max([slots[k], *(end[i] for i in needs[s.id])])
-        end[s.id] = slots[k] = begin + (s.minutes or 0.0)
-    return max(end.values(), default=0.0)
+def schedule(steps: Sequence[Step], jobs: int = 1, needs: "Dict[str, Set[str]] | None" = None) -> float:
+    """The minutes ``steps`` take ``jobs`` at a time, as :func:`run_plan`
+    runs them: whenever a step ends, the ready steps start in plan order
+    (each at its estimate as it runs; None counts 0).  ``needs``: the
+    dependencies, if known (steps outside ``steps`` count as done)."""
+    needs = needs or dependencies(steps)
+    ids = {s.id for s in steps}
+    done = {i for s in steps for i in needs[s.id] if i not in ids}
+    pending, running, now = list(steps), [], 0.0  # running: (end, id)
+    while pending or running:
+        for s in [s for s in pending if needs[s.id] <= done][:max(0, jobs - len(running))]:
+            pending.remove(s)
+            running.append((now + (s.minutes or 0.0), s.id))
+        if not running:
+            break
+        running.sort()
+        now, finished = running.pop(0)
+        done.add(finished)
+    return now
 
 
 def stamp_path(runs: Path, step: Step) -> Path:
@@ -226,7 +235,7 @@ def run_plan(plan: Plan, jobs: int = 1) -> None:
     try:
         while pending or running:
             for s in [s for s in pending if not failed and needs[s.id] <= done][:max(0, jobs - len(running))]:
-                left = schedule([*(r[0] for r in running.values()), *pending], jobs)
+                left = schedule([*(r[0] for r in running.values()), *pending], jobs, needs)
                 pending.remove(s)
                 log = plan.runs / "logs" / f"{s.id}.log"
                 log.parent.mkdir(parents=True, exist_ok=True)
