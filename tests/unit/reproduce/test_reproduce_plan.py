@@ -10,7 +10,7 @@ import pytest
 from fairseq_local.errors import InputError
 from fairseq_local.reproduce import PAPERS, paper_module, pande
 from fairseq_local.reproduce.plan import (Plan, check_plan_file, dependencies, estimate, is_done, print_plan, run_plan,
-                                         step_timing, thread_env, ROOT)
+                                         schedule, step_timing, thread_env, ROOT)
 
 
 def test_tiny_plan_covers_every_experiment(tmp_path):
@@ -288,3 +288,13 @@ def _write_stamp(runs, sid, body):
     path = runs / ".steps" / f"{sid}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(body))
+
+
+def test_the_estimate_starts_ready_steps_as_the_runner_does(tmp_path):
+    plan = Plan("pande", "tiny", tmp_path, (1,))
+    for k in (1, 2):  # a fine-tune and its evaluation, twice: both fine-tunes run side by side first
+        plan.add(f"ft{k}", "ft", ["bash", "scripts/finetune-glue.sh", "--save-dir", tmp_path / f"ft{k}"], 1.0)
+        plan.add(f"eval{k}", "eval", ["bash", "scripts/evaluate-glue.sh", "--runs", tmp_path / f"ft{k}",
+                                      "--out", tmp_path / f"ft{k}" / "eval"], 0.25)
+    assert estimate(plan, 1) == 2.5 and estimate(plan, 2) == 1.25
+    assert schedule(plan.steps[1:], 2) == 1.25  # ft1 counted as done: eval1 and ft2 start at once
