@@ -76,6 +76,9 @@ def build_parser():
     parser.add_argument("--tie-init", choices=TIE_INITS, default="first",
                         help="initial Wq/Wk of a Q/K group shared by several heads: the first member "
                              "head's (default) or the mean of the members'")
+    parser.add_argument("--seed", type=int, default=1,
+                        help="seed of the learned extras' fresh initialisation (DAM logits, the AAA selector, "
+                             "head gates): one seed, one file (default %(default)s)")
     add_force_option(parser)
     group = parser.add_argument_group("attention options (as in fairseq-train; default: the arch's)")
     add_attention_args(group)
@@ -101,7 +104,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         parser.error(str(e).splitlines()[0] if str(e) else type(e).__name__)
     attention = {name: getattr(args, name, None) for name in OPTION_NAMES}
     try:
-        summary = convert_checkpoint(args.input, args.output, args.arch, attention, args.tie_init)
+        summary = convert_checkpoint(args.input, args.output, args.arch, attention, args.tie_init, args.seed)
     except (FileNotFoundError, ValueError, OneLineError) as e:
         parser.error(str(e).splitlines()[0] if str(e) else type(e).__name__)
     heads = ", ".join(summary["classification_heads"]) or "none"

@@ -258,16 +258,21 @@ def converted_checkpoint(state: Dict[str, Any], args: argparse.Namespace,
 
 
 def convert_checkpoint(in_path: str, out_path: str, arch: str, attention: Optional[Dict[str, Any]] = None,
-                       tie_init: str = "first") -> Dict[str, Any]:
+                       tie_init: str = "first", seed: int = 1) -> Dict[str, Any]:
     """Convert the stock RoBERTa checkpoint ``in_path`` into ``arch`` (with
     the attention options ``attention``, e.g. ``{"attn_layout": ...}``) and
     write it to ``out_path`` atomically (the caller checks ``out_path`` first,
-    :func:`fairseq_local.outputs.check_outputs`).  Returns a summary: arch, layout, layers,
-    heads, Q/K groups, classification heads, fresh learned tensors."""
+    :func:`fairseq_local.outputs.check_outputs`).  The fresh learned tensors
+    are drawn with ``seed`` (torch's global generator is left as it was), so
+    one input, arch and seed give the same file.  Returns a summary: arch,
+    layout, layers, heads, Q/K groups, classification heads, fresh learned
+    tensors."""
     state, stock_args = read_stock_checkpoint(in_path)
     stock = normalise_stock_state(state["model"])
     args = converted_args(stock_args, arch, attention or {})
-    model = build_converted_model(args, stock)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_converted_model(args, stock)
     new_state = convert_state(stock, model, tie_init)
     model.load_state_dict(dict(new_state), strict=True)  # as fairseq will load it
     save_torch(converted_checkpoint(state, args, new_state, os.path.basename(str(in_path))), out_path)

@@ -195,6 +195,21 @@ def test_layer_local_groups_and_learned_extras(tmp_path):
                 assert torch.equal(new[f"encoder.sentence_encoder.layers.{l}.self_attn.qk.{g}.{name}"], expected)
 
 
+def test_the_fresh_learned_tensors_repeat_with_the_seed(tmp_path):
+    save_stock(stock_model(), tmp_path / "stock.pt")
+    files = {}
+    for name, seed in (("a", "1"), ("b", "1"), ("c", "2")):
+        torch.manual_seed(int(name.encode()[0]))  # the caller's generator state does not matter
+        assert main([str(tmp_path / "stock.pt"), str(tmp_path / f"{name}.pt"), "--arch", "roberta_dam_s",
+                     "--attn-layout", "[dam-s*4]*2", "--seed", seed]) == 0
+        files[name] = {k: v for k, v in load_converted(tmp_path / f"{name}.pt")[1]["model"].items() if ".dam." in k}
+    assert files["a"] and all(torch.equal(files["a"][k], files["b"][k]) for k in files["a"])
+    assert not all(torch.equal(files["a"][k], files["c"][k]) for k in files["a"])
+    state = torch.random.get_rng_state()
+    main([str(tmp_path / "stock.pt"), str(tmp_path / "d.pt"), "--arch", "roberta_dam_s", "--attn-layout", "[dam-s*4]*2"])
+    assert torch.equal(torch.random.get_rng_state(), state)  # left as it was
+
+
 def test_classification_heads_are_kept(tmp_path):
     stock = stock_model(head=("sst2", 3))
     save_stock(stock, tmp_path / "stock.pt")
