@@ -115,7 +115,8 @@ def add_data_steps(plan: Plan, s: Scale, nmt: bool = True) -> dict:
               "--gutenberg", d["standins"] / "gutenberg-standin.zip", "--bpe", "sentencepiece", "--out", d["corpus"]], 0.2)
     plan.add(f"{pre}/glue-hard-raw", "the hard stand-in GLUE tasks (labels need non-local information)",
              ["python", "-m", "fairseq_local_data.glue", "fake", "--hard", "--out", d["glue_raw"],
-              "--tasks", *glue_tasks(), "--rows", s.glue_rows, "--eval-rows", 500, "--lexicon", ",".join(map(str, s.glue_lexicon)),
+              "--tasks", *glue_tasks(), "--rows", s.glue_rows, "--eval-rows", 500,
+              "--lexicon", ",".join(map(str, s.glue_lexicon)),
               "--max-len", s.glue_max_len], 0.5)
     plan.add(f"{pre}/glue-hard", "GLUE tasks encoded and binarised",
              ["bash", "scripts/prepare-glue.sh", "--glue-dir", d["glue_raw"], "--src-dict", d["corpus"] / "dict.txt",
@@ -170,7 +171,8 @@ def build(scale: str, runs: Path) -> Plan:
     for arch in BERT_ROWS:
         base = arch == BERT_ROWS[0]
         plan.add(f"{PAPER}/bert/{arch}/pretrain", f"{arch}: masked-LM pretraining",
-                 ["bash", "scripts/pretrain-bert.sh", "roberta_local_base", "--data", d["corpus"], "--save-dir", bert_run(plan, arch),
+                 ["bash", "scripts/pretrain-bert.sh", "roberta_local_base", "--data", d["corpus"],
+                  "--save-dir", bert_run(plan, arch),
                   "--updates", s.bert_updates, "--updates-512", 0, "--lengths", "64,128", "--max-positions", 128,
                   "--batch-size", 32, "--update-freq", 1, "--lr", "1e-3", "--warmup", s.bert_updates // 10, "--cpu",
                   "--", *BERT_MODEL, "--attn-layout", table4_layout(arch), "--dropout", "0.0",

@@ -84,8 +84,10 @@ class Plan:
 
 
 def _related(a: str, b: str) -> bool:
-    """Whether one path is the other or inside it."""
-    return a == b or a.startswith(b.rstrip("/") + "/") or b.startswith(a.rstrip("/") + "/")
+    """Whether one path is the other or inside it (an empty one or "/" is
+    no path: it would hold every absolute path)."""
+    a, b = a.rstrip("/"), b.rstrip("/")
+    return bool(a and b) and (a == b or a.startswith(b + "/") or b.startswith(a + "/"))
 
 
 def dependencies(steps: Sequence[Step]) -> Dict[str, Set[str]]:

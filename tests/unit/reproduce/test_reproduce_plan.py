@@ -216,6 +216,9 @@ def test_dependencies_follow_the_paths_a_step_writes_and_reads(tmp_path):
     assert needs["data"] == set() and needs["pande/r1"] == needs["pande/r3"] == {"data"}
     assert needs["pande/eval"] == {"pande/r1"}  # a file inside r1's --save-dir
     assert needs["pande/report"] == {"data", "pande/r1", "pande/r2", "pande/r3", "pande/eval"}
+    plan = _independent(tmp_path)
+    plan.add("pande/quoted", "an empty and a root argument", ["bash", "x.sh", "", "/", "--out", tmp_path / "q"])
+    assert dependencies(plan.steps)["pande/quoted"] == {"pande/report"}  # the step without known outputs
     real = dependencies(pande.build("tiny", tmp_path).steps)
     assert real["pande/nmt/b-s1/train"] == {"data-tiny/nmt-hard"}
     assert real["pande/nmt/b-s1/test"] == {"data-tiny/nmt-hard", "pande/nmt/b-s1/train"}
