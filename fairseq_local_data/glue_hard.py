@@ -23,28 +23,30 @@ an adjective's polarity: positive iff its lexicon rank is even):
   rows); no Q.  Other adjectives are distractors: 85% of rows have one of the
   other polarity; 30% have a possessive subject whose owner (before the head)
   has one of the other polarity.
-* MNLI (who did what to whom): the premise has a transitive main verb, noun
-  subject and object of different lemmas, another noun (relative clause, PP,
-  adjunct, possessor) and no other verb of the main verb's lemma.  Hypothesis
-  "[NEG] DET ADJ* N1 [AUX] VERB DET N2 ." (the premise's verb and tense, each
-  noun's number and adjectives as in the premise, the language's agreement).
-  (N1, N2) = (subject, object) "same" or (object, subject) "swap" (taken to be
-  false): entailment = same, or swap with NEG; contradiction = same with NEG,
-  or swap; neutral = one role filled by another noun of the premise (2/3) or
-  by an absent noun (1/3).  NEG in half the rows of each label.
-* QNLI (is NOUN the one who VERBs?): "Q DET NOUN VERB ." (present, agreeing
-  with NOUN) about the main verb (60%) or a relative clause's verb;
-  entailment iff a NOUN of the sentence is a subject of a VERB of it (the
-  main verb's subject noun or its conjuncts; for a relative clause's verb,
-  the noun it modifies).  not_entailment: 80% NOUN and VERB in the sentence
-  (NOUN before VERB in 85% of those; else after it, the object in half the
-  rows where there is one), 10% an absent NOUN, 10% an absent VERB.
-* QQP (duplicate questions): "Q" and a sentence with a transitive main verb,
-  noun subject and object; the second is a fresh sentence or the first less
-  some modifiers (half each) given the heads and verb lemma.  1 iff the same
-  subject head, verb lemma and object head (number, tense, modifiers may
-  differ); 0 = subject and object swapped (half) or one head replaced by
-  another noun of the first question.
+* MNLI (is the hypothesis about the premise's subject?): the premise has a
+  transitive main verb, noun subject and object of different lemmas,
+  another noun (relative clause, PP, adjunct, possessor) and no other verb
+  of the main verb's lemma; its main verb is present (it agrees with the
+  subject) in 2/3 of the rows.  Hypothesis "[NEG] DET N1 [AUX] VERB DET N2 ."
+  (the premise's verb and tense, N1 the subject's lemma, N2 the object as
+  in the premise, the language's agreement).  entailment = N1 in the
+  subject's number, no NEG; contradiction = the same number with NEG;
+  neutral = the other number (NEG in half).  NEG alone rules out entailment,
+  as negation words cue contradiction in MNLI, so the hypothesis alone
+  scores 2/3; the rest needs the premise subject's number.
+* QNLI (the question first, as in GLUE): "Q DET NOUN VERB ." (present,
+  agreeing with NOUN), NOUN the lemma of the main verb's subject (half) or
+  object (half) of a sentence as MNLI's premise (any tense), VERB its lemma; entailment
+  iff NOUN has that noun's number in the sentence.
+* QQP (duplicate questions): "Q" and a sentence as MNLI's premise (any tense); the
+  second is the first less some modifiers, or a fresh sentence of the same
+  tense given the first's subject lemma, verb lemma and object (half each).
+  1 iff the second's subject has the first's number; 0 = the other number.
+
+Sentence-pair labels are decided by a feature of each sentence, compared
+(a small model fails to learn rules that need the two sentences' words
+matched, such as which noun of the premise the hypothesis names, within
+the reduced scales' budget: docs/reproductions/README.md).
 """
 from __future__ import annotations
 
@@ -213,7 +215,7 @@ class Source:
 
     def transitive(self, t: Tree) -> bool:
         """Noun subject and object of different lemmas, another noun, and no
-        other verb of the main verb's lemma (MNLI, QQP)."""
+        other verb of the main verb's lemma (MNLI, QNLI, QQP)."""
         s, v, o = svo(t)
         return (s is not None and o is not None and lemma(t, s) != lemma(t, o) and bool(others(t))
                 and all(lemma(t, k) != lemma(t, v) for k in tagged(t, "VERB") if k != v))
@@ -289,87 +291,53 @@ def _clause(src: Source, subj: Tuple[str, bool], adjs: List[str], verb: int, obj
 
 
 def mnli(src: Source, y: str) -> Example:
-    """An MNLI row: who did what to whom (module docstring)."""
+    """An MNLI row: the premise subject's number (module docstring)."""
     rng = src.rng
-    neg = rng.random() < 0.5
-    role, absent = rng.randrange(2), rng.random() < 1 / 3  # neutral: which role, an absent noun
-    p = src.draw(src.transitive, "MNLI")
+    now = rng.random() < 2 / 3  # a present main verb shows the subject's number by agreement
+    p = src.draw(lambda t: src.transitive(t) and present(t, t.root) == now, "MNLI")
     s, v, o = svo(p)
-    pair = [s, o] if (y == "entailment") != neg else [o, s]  # swap: entailment iff NEG
-    nps = [(noun(p, k), [p.rows[a][0] for a in kids(p, k, "amod")]) for k in pair]
-    kind = "swap" if pair[0] == o else "same"
-    if y == "neutral" and absent:  # number and adjectives drawn as Grammar.np draws them
-        w, n = src.other("nouns", [lemma(p, k) for k in tagged(p, "NOUN")]), rng.choices((0, 1, 2), (5, 3.5, 1.5))[0]
-        nps[role] = ((w, rng.random() < 0.3), [src.lex.adjs[src.lex.sample(rng, "adjs")][0] for _ in range(n)])
-        kind = "absent"
-    elif y == "neutral":
-        k = rng.choice(others(p))
-        nps[role], kind = (noun(p, k), [p.rows[a][0] for a in kids(p, k, "amod")]), "modifier"
-    h = _clause(src, nps[0][0], nps[0][1], v, nps[1][0], p)
-    return Example(p, src.marked(h, "neg") if neg else h, y, kind + ("+neg" if neg else ""))
-
-
-def qnli_label(t: Tree, noun_lemma: str, verb_lemma: str) -> bool:
-    """QNLI's rule: a noun of ``t`` of the lemma is a subject of a verb of ``t`` of the lemma."""
-    return any(lemma(t, n) == noun_lemma for v in tagged(t, "VERB") if lemma(t, v) == verb_lemma
-               for n in subjects(t, v))
+    neg = rng.random() < 0.5 if y == "neutral" else y == "contradiction"
+    number = plural(p, s) != (y == "neutral")
+    h = _clause(src, (lemma(p, s), number), [], v, noun(p, o), p)
+    kind = ("other-number" if y == "neutral" else "same-number") + ("+neg" if neg else "")
+    return Example(p, src.marked(h, "neg") if neg else h, y, kind)
 
 
 def qnli(src: Source, y: str) -> Example:
-    """A QNLI row: is NOUN a subject of VERB (module docstring)."""
+    """A QNLI row: the number of the main verb's subject or object (module docstring)."""
     rng = src.rng
-    r = rng.random()
-    kind = "subject" if y == "entailment" else "role" if r < 0.8 else "absent-noun" if r < 0.9 else "absent-verb"
-    main, before = rng.random() < 0.6, rng.random() < 0.85  # the main verb; role: a noun before the verb
-
-    def pick(t: Tree) -> Optional[Tuple[Tuple[str, bool], str]]:
-        """(noun, verb lemma) of the question for ``kind``, or None."""
-        vs = [v for v in tagged(t, "VERB") if (v == t.root) == main]
-        if not vs or not tagged(t, "NOUN"):
-            return None
-        v = rng.choice(vs)
-        if kind == "absent-verb":
-            return noun(t, rng.choice(tagged(t, "NOUN"))), src.other("verbs", [lemma(t, k) for k in tagged(t, "VERB")])
-        if kind == "absent-noun":
-            return (src.other("nouns", [lemma(t, k) for k in tagged(t, "NOUN")]), rng.random() < 0.3), lemma(t, v)
-        ns = subjects(t, v) if kind == "subject" else \
-            [k for k in tagged(t, "NOUN") if (k < v) == before and not qnli_label(t, lemma(t, k), lemma(t, v))]
-        objs = [k for k in ns if k in kids(t, v, "obj")]
-        return (noun(t, rng.choice(objs if objs and rng.random() < 0.5 else ns)), lemma(t, v)) if ns else None
-
-    while True:
-        got = pick(t := src.draw(lambda t: True, "QNLI"))
-        if got is not None:
-            break
+    t = src.draw(src.transitive, "QNLI")
+    s, v, o = svo(t)
+    k, kind = (s, "subject") if rng.random() < 0.5 else (o, "object")
     q = Tree()
     for form, upos, head, rel in ((src.q, "PART", 3, "discourse"), (src.det(), "DET", 2, "det"),
-                                  ("", "NOUN", 3, "nsubj"), (got[1], "VERB", -1, "root"), (".", "PUNCT", 3, "punct")):
+                                  ("", "NOUN", 3, "nsubj"), (lemma(t, v), "VERB", -1, "root"), (".", "PUNCT", 3, "punct")):
         q.add(form, upos, head, rel)
-    set_noun(q, 2, got[0])
+    set_noun(q, 2, (lemma(t, k), plural(t, k) == (y == "entailment")))
     return Example(agree(q), t, y, kind)
 
 
+def _aux(t: Tree, v: int) -> List[str]:
+    return [t.rows[a][0] for a in kids(t, v, "aux")]
+
+
 def qqp(src: Source, y: str) -> Example:
-    """A QQP row: the same heads and verb (module docstring)."""
+    """A QQP row: the subject's number (module docstring)."""
     rng = src.rng
-    swap, fresh, role = rng.random() < 0.5, rng.random() < 0.5, rng.randrange(2)
     a = src.draw(src.transitive, "QQP")
     s, v, o = svo(a)
-    heads, kind = [noun(a, s), noun(a, o)], "same"
-    if y == "0" and swap:
-        heads, kind = heads[::-1], "swap"
-    elif y == "0":
-        heads[role], kind = noun(a, rng.choice(others(a))), "modifier"
-    if fresh:
-        b = src.draw(lambda t: None not in svo(t), "QQP")
-    else:  # the first question less some of its modifiers
+    fresh = rng.random() < 0.5
+    if not fresh:  # the first question less some of its modifiers
         drop = {w for h in (s, v, o) for m in kids(a, h, *MODIFIERS) if rng.random() < 0.5 for w in subtree(a, m)}
         b = rebuild(a, [k for k in range(len(a.rows)) if k not in drop])
-        kind += "+dropped"
+    else:  # a fresh sentence of the same tense, its heads replaced
+        b = src.draw(lambda t: svo(t)[0] is not None and svo(t)[2] is not None and _aux(t, t.root) == _aux(a, v),
+                     "QQP")
     bs, bv, bo = svo(b)
-    set_noun(b, bs, heads[0])
-    set_noun(b, bo, heads[1])
+    set_noun(b, bs, (lemma(a, s), plural(a, s) == (y == "1")))
+    set_noun(b, bo, noun(a, o))
     b.rows[bv][1] = lemma(a, v)
+    kind = ("same" if y == "1" else "other-number") + ("+fresh" if fresh else "+dropped")
     return Example(src.marked(a, "q"), src.marked(agree(b), "q"), y, kind)
 
 

@@ -36,7 +36,7 @@ FLAGS = {"arch": "--arch", "attn_layout": "--attn-layout", "mask_mode": "--mask-
          "mask_neg": "--mask-neg", "dam_max_len": "--dam-max-len", "dam_per_layer": "--dam-per-layer",
          "dam_estimator": "--dam-estimator", "dam_no_noise": "--dam-no-noise", "gate_beta": "--gate-beta",
          "gate_gamma": "--gate-gamma", "gate_zeta": "--gate-zeta", "mask_file": "--mask-file (contents)",
-         "decoder_gates": "--decoder-gates"}
+         "decoder_gates": "--decoder-gates", "segment_embeddings": "--segment-embeddings"}
 
 
 def _getter(cfg: Any):
@@ -57,7 +57,8 @@ def _file_digest(path: Optional[str]) -> str:
 
 def model_signature(cfg: Any) -> Dict[str, str]:
     """The options that define a model's encoder attention, as strings:
-    always the arch, layout (canonical) and mask mode; the DAM options with
+    always the arch, layout (canonical) and mask mode; BERT's segment
+    embedding when on (``--segment-embeddings``); the DAM options with
     DAM heads, C with learned masks, the decoder's gated attention types
     (``--decoder-gates``), the hard-concrete constants with gated heads, and the mask file's digest with ``file`` heads.  ``cfg`` is a
     fairseq model config (namespace, omegaconf or dict) with arch defaults
@@ -65,8 +66,9 @@ def model_signature(cfg: Any) -> Dict[str, str]:
     get = _getter(cfg)
     arch = str(get("arch", None) or get("_name", None) or "-")
     decoder_gates = ",".join(parse_decoder_gates(get("decoder_gates", None)))
+    segments = {"segment_embeddings": "True"} if get("segment_embeddings", False) else {}
     if not get("attn_layout", None):
-        return {"arch": arch, **({"decoder_gates": decoder_gates} if decoder_gates else {})}
+        return {"arch": arch, **({"decoder_gates": decoder_gates} if decoder_gates else {}), **segments}
     options = resolved(attention_config(argparse.Namespace(**{k: get(k, None) for k in FLAGS})))
     layout = parse_layout(get("attn_layout"))
     heads = [h for layer in layout for h in layer.heads]
@@ -85,7 +87,7 @@ def model_signature(cfg: Any) -> Dict[str, str]:
     sig.update({name: str(getattr(options, name)) for name in names})
     if any(isinstance(h.mask, FileMask) for h in heads):
         sig["mask_file"] = _file_digest(get("mask_file", None))
-    return sig
+    return {**sig, **segments}
 
 
 def differences(saved: Mapping[str, str], current: Mapping[str, str]) -> List[str]:

@@ -20,6 +20,8 @@ and the method archs ``roberta_dam_u``, ``roberta_dam_s``, ``roberta_aaa``,
 import argparse
 from typing import Optional
 
+import torch
+from torch import nn
 from fairseq.data import Dictionary
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta import (
@@ -41,10 +43,43 @@ from .resume import check_resume, model_signature, saved_signature
 from .transformer import LocalTransformerEncoder, dummy_dictionary, mask_position_limits, register_named_archs
 
 
+def segment_ids(tokens: torch.Tensor, eos: int) -> torch.Tensor:
+    """BERT's segment of each token (Devlin et al., §3.2): 0 up to and
+    including the first ``</s>``, 1 after it.  ``tokens`` (B, T) as
+    fairseq's ``sentence_prediction`` joins a pair, ``<s> A </s> </s> B </s>``
+    (right- or left-padded); returns (B, T) int64.  A single sentence is
+    all 0 but a padded tail; a masked-LM block of several sentences is its
+    first sentence (0) and the rest (1)."""
+    ends = (tokens == eos).long()
+    return (ends.cumsum(1) - ends).clamp(max=1)
+
+
+class SegmentEmbedding(nn.Embedding):
+    """The token embedding plus BERT's segment embedding (``--segment-embeddings``;
+    Devlin et al., §3.2; RoBERTa has none).  The segment is read from the
+    tokens (:func:`segment_ids`), so fairseq's tasks, the hub interface and
+    the analyses, which call ``embed_tokens(src_tokens)``, need nothing else.
+    The LM head stays tied to ``weight``, the token table."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int, eos: int) -> None:
+        super().__init__(num_embeddings, embedding_dim, padding_idx)
+        self.eos = eos
+        self.segments = nn.Embedding(2, embedding_dim)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        """(B, T) token ids -> (B, T, C) token + segment embeddings."""
+        return super().forward(tokens) + self.segments(segment_ids(tokens, self.eos))
+
+
 class LocalRobertaEncoder(RobertaEncoder):
     """fairseq's RoBERTa encoder around a :class:`LocalTransformerEncoder`
     (``self.sentence_encoder``).  Its extra output carries the forward pass's
     attention records under ``"sparsity"``."""
+
+    def build_embedding(self, vocab_size: int, embedding_dim: int, padding_idx: int) -> nn.Embedding:
+        if getattr(self.args, "segment_embeddings", False):
+            return SegmentEmbedding(vocab_size, embedding_dim, padding_idx, self.dictionary.eos())
+        return super().build_embedding(vocab_size, embedding_dim, padding_idx)
 
     def build_encoder(self, args, dictionary, embed_tokens) -> LocalTransformerEncoder:
         encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(args), dictionary, embed_tokens,
@@ -90,6 +125,9 @@ class LocalRobertaModel(RobertaModel):
     def add_args(parser) -> None:
         RobertaModel.add_args(parser)
         add_attention_args(parser)
+        parser.add_argument("--segment-embeddings", action="store_true",
+                            help="add BERT's segment embedding (0 up to the first </s>, 1 after; "
+                                 "Devlin et al. §3.2) to the token embedding")
 
     @classmethod
     def build_model(cls, args, task) -> "LocalRobertaModel":
@@ -116,6 +154,7 @@ class LocalRobertaModel(RobertaModel):
 def local_roberta_base_architecture(args, **attention_defaults) -> None:
     """BERT-base dimensions (``roberta_base``); layout default all global."""
     roberta_base_architecture(args)
+    args.segment_embeddings = getattr(args, "segment_embeddings", False)
     set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads, **attention_defaults)
 
 
@@ -123,6 +162,7 @@ def local_roberta_base_architecture(args, **attention_defaults) -> None:
 def local_roberta_large_architecture(args) -> None:
     """BERT-large dimensions (``roberta_large``); layout default all global."""
     roberta_large_architecture(args)
+    args.segment_embeddings = getattr(args, "segment_embeddings", False)
     set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads)
 
 
@@ -143,4 +183,4 @@ def build_roberta(arch: str, overrides: Optional[dict] = None, vocab_size: int =
     return ARCH_MODEL_REGISTRY[arch].build_model(args, task)
 
 
-__all__ = ["LocalRobertaEncoder", "LocalRobertaModel", "build_roberta"]
+__all__ = ["LocalRobertaEncoder", "LocalRobertaModel", "SegmentEmbedding", "build_roberta", "segment_ids"]
