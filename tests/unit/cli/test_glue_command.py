@@ -121,6 +121,9 @@ def test_finetune_takes_arch_layout_and_positions_from_the_checkpoint(tmp_path):
     opts, out = dry("--data", str(data), "--checkpoint", ckpt)
     assert opts["--arch"] == "roberta_band6" and opts["--max-positions"] == "128"
     assert opts["--attn-layout"] == r"\[band-6\*12\]\*12" and opts["--mask-mode"] == "post"  # printf %q
+    assert "--segment-embeddings" not in out
+    seg = fake_checkpoint(tmp_path / "s.pt", arch="roberta_local_base", max_positions=128, segment_embeddings=True)
+    assert "--segment-embeddings" in dry("--data", str(data), "--checkpoint", seg)[1]
     opts, _ = dry("--data", str(data), "--checkpoint", ckpt, "--max-positions", "64")
     assert opts["--max-positions"] == "64"
     for args, message in [(["--arch", "roberta_local_base"], "error: --arch roberta_local_base differs from the "

@@ -218,3 +218,15 @@ def test_every_named_arch_refuses_every_other_and_other_modes():
             check_resume(sigs[a], _arch_signature(a, mask_mode=other), run)
     assert differences(sigs["transformer_local_8lochead_all6"], sigs["transformer_local_baseline"])[1].startswith(
         "--attn-layout")
+
+
+def test_segment_embeddings_are_part_of_the_signature():
+    from fairseq_local.errors import ResumeError
+    from fairseq_local.models.resume import check_resume, model_signature
+
+    for layout in (None, "[global*2]*2"):
+        off = model_signature({"arch": "roberta_local_base", "attn_layout": layout})
+        on = model_signature({"arch": "roberta_local_base", "attn_layout": layout, "segment_embeddings": True})
+        assert "segment_embeddings" not in off and on["segment_embeddings"] == "True"
+        with pytest.raises(ResumeError, match="--segment-embeddings True vs -"):
+            check_resume(on, off, {"save_dir": "/nonexistent"})

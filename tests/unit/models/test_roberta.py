@@ -164,3 +164,46 @@ def test_update_count_reaches_the_sparsity_terms():
     crit.init_sparsity(SparsityLossConfig(aaa_alpha=10.0, aaa_target=0.9, aaa_alpha_updates=14))
     _, log = crit.penalties(terms, sample_size=1)
     assert log["aaa_alpha_sum"] == 5.0  # 10 x 7/14
+
+
+# ---------------------------------------------------------------- --segment-embeddings
+
+def test_segment_ids_split_a_pair_after_the_first_eos():
+    from fairseq_local.models.roberta import segment_ids
+
+    eos = 2  # <s> a b </s> </s> c </s> <pad=1>
+    pair = torch.tensor([[0, 5, 6, 2, 2, 7, 2, 1], [1, 1, 0, 5, 2, 2, 7, 2]])  # right- and left-padded
+    assert segment_ids(pair, eos).tolist() == [[0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 1, 1, 1]]
+    assert segment_ids(torch.tensor([[0, 5, 6, 2]]), eos).tolist() == [[0, 0, 0, 0]]
+
+
+def test_segment_embeddings_add_one_table_and_keep_the_lm_head_tied():
+    from fairseq_local.models.roberta import SegmentEmbedding
+
+    small = dict(TINY, encoder_layers=2, encoder_attention_heads=2)
+    plain, seg = (build_roberta("roberta_local_base", dict(small, segment_embeddings=on), vocab_size=40)
+                  for on in (False, True))
+    emb = seg.encoder.sentence_encoder.embed_tokens
+    assert isinstance(emb, SegmentEmbedding) and type(plain.encoder.sentence_encoder.embed_tokens) is torch.nn.Embedding
+    assert seg.encoder.lm_head.weight is emb.weight
+    count = lambda m: sum(p.numel() for p in m.parameters())  # noqa: E731
+    assert count(seg) - count(plain) == 2 * 48
+    tokens = torch.tensor([[0, 5, 6, 2, 2, 7, 2]])
+    expect = torch.nn.functional.embedding(tokens, emb.weight) + emb.segments.weight[[0, 0, 0, 0, 1, 1, 1]]
+    assert torch.equal(emb(tokens), expect)
+
+
+def test_segment_embeddings_are_padding_invariant_and_change_the_second_sentence():
+    torch.manual_seed(0)
+    model = build_roberta("roberta_local_base", dict(TINY, encoder_layers=2, encoder_attention_heads=2,
+                                                      segment_embeddings=True), vocab_size=40).eval()
+    pair = torch.tensor([[0, 5, 6, 2, 2, 7, 8, 2]])
+    feats = lambda t: model(t, features_only=True)[0]  # noqa: E731
+    padded = torch.cat([pair, torch.ones(1, 3, dtype=torch.long)], 1)
+    torch.testing.assert_close(feats(padded)[:, :8], feats(pair))
+    single = torch.tensor([[0, 5, 6, 7, 8, 2]])
+    before_pair, before_single = feats(pair).detach(), feats(single).detach()
+    with torch.no_grad():  # segment 1 marks the second sentence only
+        model.encoder.sentence_encoder.embed_tokens.segments.weight[1] += torch.randn(48)  # (LayerNorm drops a constant)
+    assert not torch.allclose(feats(pair), before_pair, atol=1e-3)
+    torch.testing.assert_close(feats(single), before_single)
