@@ -244,8 +244,8 @@ def bert_table(scores: Dict[str, Dict[str, Values]], weights: Dict[str, int], ta
 def layouts_note() -> str:
     """How the reduced scales scale Table 4's 12 x 12 layouts down."""
     shown = "; ".join(f"{ROW_NAMES[a]} `{table4_layout(a)}`" for a in BERT_ROWS)
-    return (f" Here every row is a {BERT_LAYERS}-layer model with {BERT_HEADS} heads per layer (pretrained and "
-            f"fine-tuned as the plan shows): 132Tied keeps the paper's last layer untied and 120Tied its last two "
+    return (f" Here every row is a {BERT_LAYERS}-layer model with {BERT_HEADS} heads per layer and BERT's "
+            f"segment embedding (`--segment-embeddings`; pretrained and fine-tuned as the plan shows): 132Tied keeps the paper's last layer untied and 120Tied its last two "
             f"(132 and 120 of BERT-base's 144 heads tied). The layouts: {shown}.")
 
 
