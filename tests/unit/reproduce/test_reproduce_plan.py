@@ -275,6 +275,9 @@ def test_table4_layouts_scale_to_the_reduced_model(tmp_path):
         pre = next(st for st in plan.steps if st.id == f"pande/bert/{arch}/pretrain")
         assert pre.cmd[2] == "roberta_local_base"
         assert pre.cmd[pre.cmd.index("--attn-layout") + 1] == pande.table4_layout(arch)
+        assert "--segment-embeddings" in pre.cmd  # BERT's (Table 4's rows); fine-tuning reads it from the checkpoint
+    from fairseq_local.reproduce import sparsebert  # a stock roberta_base is converted there: no segments
+    assert not any("--segment-embeddings" in st.cmd for st in sparsebert.build("tiny", tmp_path / "sb").steps)
 
 
 def test_step_timing_counts_the_time_some_step_ran(tmp_path):
