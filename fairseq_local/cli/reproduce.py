@@ -34,8 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     from ..reproduce import PAPERS, SCALES
 
     p = command_parser("reproduce", DETAILS)
-    p.add_argument("paper", metavar="PAPER", choices=list(PAPERS),
-                   help="; ".join(f"{k}: {v}" for k, v in PAPERS.items()))
+    p.add_argument("paper", metavar="PAPER", choices=[*PAPERS, "all"],
+                   help="; ".join(f"{k}: {v}" for k, v in PAPERS.items()) + "; all: every paper in turn, "
+                        "then RUNS/summary.md")
     p.add_argument("--scale", choices=SCALES, default="tiny", help="tiny (default), small or paper")
     p.add_argument("--runs", default="runs/reproduce", metavar="DIR",
                    help="folder of the data, runs and reports (default %(default)s)")
@@ -75,28 +76,55 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _main(args: argparse.Namespace) -> int:
-    from ..reproduce import paper_module
+    from ..reproduce import PAPERS, paper_module
     from ..reproduce.plan import check_plan_file, print_plan, run_plan
 
     from .. import outputs
     from .analyze import check_output_folder
 
     runs = Path(args.runs).absolute()
-    module = paper_module(args.paper)
-    plan = module.build(args.scale, runs)
-    report = outputs.Output(str(plan.out / "report.md"), "report", outputs.text_starting(module.TITLE))
-    check_output_folder(str(runs), [report], what="runs folder")
-    check_plan_file(plan)
+    papers = list(PAPERS) if args.paper == "all" else [args.paper]
+    plans = [paper_module(paper).build(args.scale, runs) for paper in papers]
+    reports = [outputs.Output(str(plan.out / "report.md"), "report", outputs.text_starting(paper_module(p).TITLE))
+               for p, plan in zip(papers, plans)]
+    summary = outputs.Output(str(runs / "summary.md"), "summary", outputs.text_starting(SUMMARY_TITLE))
+    check_output_folder(str(runs), reports + ([summary] if args.paper == "all" else []), what="runs folder")
+    for plan in plans:  # every plan is checked before any runs
+        check_plan_file(plan)
     jobs = args.jobs or default_jobs(args.scale)
-    print_plan(plan, commands=args.dry_run, jobs=jobs)
+    for plan in plans:
+        print_plan(plan, commands=args.dry_run, jobs=jobs)
     if args.dry_run:
         return 0
     if args.scale == "paper":
         print("note: paper scale trains Transformer-base and BERT-base on the full data; it is meant for GPUs")
-    run_plan(plan, jobs)
-    path = paper_module(args.paper, "report").write_report(plan)
-    print(f"reproduce {args.paper}: report in {path}")
+    written = []
+    for paper, plan in zip(papers, plans):
+        run_plan(plan, jobs)
+        written.append(paper_module(paper, "report").write_report(plan))
+        print(f"reproduce {paper}: report in {written[-1]}")
+    if args.paper == "all":
+        print(f"reproduce all: summary in {write_summary(runs, args.scale, papers, written)}")
     return 0
+
+
+SUMMARY_TITLE = "# The papers, reproduced"
+
+
+def write_summary(runs: Path, scale: str, papers: List[str], reports: List[Path]) -> Path:
+    """RUNS/summary.md: each paper's report and its count of findings
+    (the report's line "N findings: ...")."""
+    from .. import outputs
+    from ..reproduce import PAPERS
+
+    lines = [f"{SUMMARY_TITLE} at `{scale}` scale", "", "| paper | findings | report |", "|---|---|---|"]
+    for paper, report in zip(papers, reports):
+        counts = next((line for line in report.read_text(encoding="utf-8").splitlines()
+                       if " findings: " in line), "-")
+        lines.append(f"| {PAPERS[paper]} | {counts.rstrip('.')} | [{paper}/report.md]({report.relative_to(runs)}) |")
+    path = runs / "summary.md"
+    outputs.write_text(path, "\n".join(lines) + "\n")
+    return path
 
 
 if __name__ == "__main__":

@@ -1,0 +1,59 @@
+"""``fairseq-local reproduce all``: every paper's plan printed, checked
+before any runs, run in turn, and RUNS/summary.md with each report's count
+of findings."""
+
+from fairseq_local.cli import reproduce as cli
+from fairseq_local.reproduce import PAPERS, paper_module
+
+
+def test_dry_run_prints_every_papers_real_plan(tmp_path, capsys):
+    assert cli.main(["all", "--scale", "paper", "--dry-run", "--runs", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    for paper in PAPERS:
+        plan = paper_module(paper).build("paper", tmp_path / "r")
+        assert f"reproduce {paper} --scale paper: {len(plan.steps)} steps" in out
+        assert all(step.id in out for step in plan.steps)
+    assert "bash scripts/train-wmt14.sh en-ru l" in out and "bash scripts/pretrain-bert.sh roberta_dam_s" in out
+    assert not (tmp_path / "r").exists()  # a dry run writes nothing
+
+
+def test_all_runs_each_plan_then_writes_the_summary(tmp_path, monkeypatch, capsys):
+    from fairseq_local.reproduce import plan as plan_module
+
+    ran = []
+    monkeypatch.setattr(plan_module, "run_plan", lambda plan, jobs: ran.append((plan.paper, jobs)))
+    for paper, counts in zip(PAPERS, ("17 findings: 7 reproduced, 9 not reproduced, 1 not comparable",
+                                      "16 findings: 3 reproduced, 10 not reproduced, 3 not comparable")):
+        module = paper_module(paper, "report")
+
+        def fake(plan, title=paper_module(paper).TITLE, counts=counts):
+            plan.out.mkdir(parents=True, exist_ok=True)
+            (plan.out / "report.md").write_text(f"{title} at x\n\n## Findings\n\n{counts}.\n")
+            return plan.out / "report.md"
+        monkeypatch.setattr(module, "write_report", fake)
+    runs = tmp_path / "r"
+    assert cli.main(["all", "--runs", str(runs), "--jobs", "3"]) == 0
+    assert ran == [(paper, 3) for paper in PAPERS]
+    assert (runs / "summary.md").read_text().splitlines() == [
+        "# The papers, reproduced at `tiny` scale", "", "| paper | findings | report |", "|---|---|---|",
+        f"| {PAPERS['pande']} | 17 findings: 7 reproduced, 9 not reproduced, 1 not comparable "
+        "| [pande/report.md](pande/report.md) |",
+        f"| {PAPERS['sparsebert']} | 16 findings: 3 reproduced, 10 not reproduced, 3 not comparable "
+        "| [sparsebert/report.md](sparsebert/report.md) |"]
+    assert capsys.readouterr().out.endswith(f"reproduce all: summary in {runs / 'summary.md'}\n")
+
+
+def test_a_foreign_summary_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
+    from fairseq_local.reproduce import plan as plan_module
+
+    monkeypatch.setattr(plan_module, "run_plan", lambda plan, jobs: (_ for _ in ()).throw(AssertionError("ran")))
+    runs = tmp_path / "r"
+    runs.mkdir()
+    (runs / "summary.md").write_text("my notes\n")
+    try:
+        cli.main(["all", "--runs", str(runs)])
+    except SystemExit as e:
+        assert e.code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "summary.md" in err
+    assert (runs / "summary.md").read_text() == "my notes\n"
