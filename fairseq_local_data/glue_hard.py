@@ -99,14 +99,6 @@ def present(t: Tree, v: int) -> bool:
     return not kids(t, v, "aux")
 
 
-def subjects(t: Tree, v: int) -> List[int]:
-    """The subject nouns of verb ``v``: the main verb's nsubj noun and its
-    conjuncts; for a relative clause's verb, the noun the clause modifies."""
-    if t.rows[v][5] == "acl:relcl":
-        return [t.rows[v][4]]
-    return [n for s in kids(t, v, "nsubj") if t.rows[s][2] == "NOUN" for n in [s] + kids(t, s, "conj")]
-
-
 def svo(t: Tree) -> Tuple[Optional[int], int, Optional[int]]:
     """(subject head, main verb, object head): the subject and object only
     when they are nouns (not pronouns), the subject not a coordination."""
@@ -200,13 +192,6 @@ class Source:
     def det(self) -> str:
         """A determiner."""
         return self.lex.dets[self.lex.sample(self.rng, "dets")][0]
-
-    def other(self, name: str, avoid: Sequence[str]) -> str:
-        """A noun or verb lemma (``name``: nouns/verbs) not in ``avoid``."""
-        while True:
-            w = getattr(self.lex, name)[self.lex.sample(self.rng, name)][0]
-            if w not in avoid:
-                return w
 
     def marked(self, t: Tree, key: str) -> Tree:
         """``t`` with the sentence-initial NEG or Q marker."""

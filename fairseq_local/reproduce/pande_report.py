@@ -245,8 +245,9 @@ def layouts_note() -> str:
     """How the reduced scales scale Table 4's 12 x 12 layouts down."""
     shown = "; ".join(f"{ROW_NAMES[a]} `{table4_layout(a)}`" for a in BERT_ROWS)
     return (f" Here every row is a {BERT_LAYERS}-layer model with {BERT_HEADS} heads per layer and BERT's "
-            f"segment embedding (`--segment-embeddings`; pretrained and fine-tuned as the plan shows): 132Tied keeps the paper's last layer untied and 120Tied its last two "
-            f"(132 and 120 of BERT-base's 144 heads tied). The layouts: {shown}.")
+            f"segment embedding (`--segment-embeddings`; pretrained and fine-tuned as the plan shows): 132Tied "
+            f"keeps the paper's last layer untied and 120Tied its last two (132 and 120 of BERT-base's 144 heads "
+            f"tied). The layouts: {shown}.")
 
 
 def glue_scores(run_dirs: Dict[str, List[Path]], tasks: Sequence[str]) -> Dict[str, Dict[str, Values]]:
