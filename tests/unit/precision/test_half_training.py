@@ -31,8 +31,10 @@ CASES = [(arch, {"encoder_layers": 2} if arch == "roberta_local_base" else {}) f
     ("transformer_local", {"attn_layout": MIXED, "encoder_layers": 2, "mask_mode": "pre"}),
     ("roberta_local_base", {"attn_layout": MIXED_12, "encoder_layers": 2, "mask_mode": "post"}),
     ("roberta_local_base", {"attn_layout": MIXED_12, "encoder_layers": 2, "mask_mode": "pre"}),
+    ("roberta_local_base", {"encoder_layers": 2, "segment_embeddings": True}),
 ]
-IDS = ARCHS + ["transformer_mixed-post", "transformer_mixed-pre", "roberta_mixed-post", "roberta_mixed-pre"]
+IDS = ARCHS + ["transformer_mixed-post", "transformer_mixed-pre", "roberta_mixed-post", "roberta_mixed-pre",
+               "roberta_segments"]
 
 
 @pytest.mark.slow
