@@ -67,7 +67,7 @@ BERT_MODEL = ["--encoder-layers", str(BERT_LAYERS), "--encoder-attention-heads",
               "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128", "--encoder-normalize-before",
               "--num-workers", "0", "--log-interval", "100"]
 FT_BATCH, FT_LR = 32, "1e-3"  # the reduced scales' fine-tuning batch and peak lr
-# Table 4's rows are BERT (Devlin et al.), which has a segment embedding; RoBERTa has none.
+# Table 4's rows are BERT (Devlin et al.), which has a segment embedding; RoBERTa has none (every scale).
 # Without it the reduced model stays near the pair tasks' floors (docs/reproductions/README.md).
 SEGMENTS = "--segment-embeddings"
 
@@ -249,7 +249,7 @@ def build_paper(runs: Path) -> Plan:
     for arch in BERT_ROWS:
         run = bert_run(plan, arch)
         plan.add(f"{PAPER}/bert/{arch}/pretrain", f"{arch}: 300k updates at 128, 1k at 512, batch 2K",
-                 ["bash", "scripts/pretrain-bert.sh", arch, "--data", corpus, "--save-dir", run])
+                 ["bash", "scripts/pretrain-bert.sh", arch, "--data", corpus, "--save-dir", run, "--", SEGMENTS])
         for task in TASKS:
             plan.add(f"{PAPER}/bert/{arch}/glue-s1/{task}", f"{arch}: fine-tuning on {task} (RoBERTa recipe)",
                      ["bash", "scripts/finetune-glue.sh", "--data", glue / f"{task}-bin", "--task", task,

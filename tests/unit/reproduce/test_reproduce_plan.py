@@ -61,6 +61,7 @@ def test_paper_plan_is_the_papers_settings(tmp_path):
     pre = [s for s in plan.steps if s.id.endswith("/pretrain")]
     assert [s.cmd[2] for s in pre] == list(pande.BERT_ROWS)
     assert all("--updates" not in s.cmd and "--cpu" not in s.cmd for s in pre)
+    assert all(s.cmd[-2:] == ("--", "--segment-embeddings") for s in pre)  # BERT-base has one (Devlin et al.)
     ft = [s for s in plan.steps if "/glue-s1/" in s.id and not s.id.endswith("/eval")]
     assert len(ft) == 6 * 4 and all("--cpu" not in s.cmd for s in ft)
     assert plan.minutes() is None
