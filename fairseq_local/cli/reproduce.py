@@ -116,14 +116,15 @@ def write_summary(runs: Path, scale: str, papers: List[str], reports: List[Path]
     (the report's line "N findings: ...")."""
     from .. import outputs
     from ..reproduce import PAPERS
+    from ..reproduce.report import table
 
-    lines = [f"{SUMMARY_TITLE} at `{scale}` scale", "", "| paper | findings | report |", "|---|---|---|"]
+    rows = []
     for paper, report in zip(papers, reports):
         counts = next((line for line in report.read_text(encoding="utf-8").splitlines()
                        if " findings: " in line), "-")
-        lines.append(f"| {PAPERS[paper]} | {counts.rstrip('.')} | [{paper}/report.md]({report.relative_to(runs)}) |")
+        rows.append([PAPERS[paper], counts.rstrip("."), f"[{paper}/report.md]({report.relative_to(runs)})"])
     path = runs / "summary.md"
-    outputs.write_text(path, "\n".join(lines) + "\n")
+    outputs.write_text(path, f"{SUMMARY_TITLE} at `{scale}` scale\n\n" + table(["paper", "findings", "report"], rows))
     return path
 
 
