@@ -4,6 +4,9 @@ A record is a dict with ``tokens``, ``word_ids``, ``words``, ``heads`` and
 ``relations`` (only with syntax), ``counts`` and ``ranks`` (each token's count
 in the model's dictionary and its frequency rank there) and ``attn``
 (L, H, T, T), the weights each head used, in the model's own mask mode.
+A sentence pair (``--pairs``, :mod:`.pairs`) also has ``sentence_ids`` (0:
+sentence A, 1: sentence B, -1: special token, per token) and ``separator``
+(the positions of the tokens between A and B); its ``words`` are A's then B's.
 :func:`analysed_batches` is the batched, eval-mode pass that every analysis
 shares.
 """
@@ -64,7 +67,7 @@ def read_sentences(text: Optional[str] = None, conllu: Optional[str] = None):
 
 
 def prepare(model: AnalysisModel, sentences, max_len: Optional[int] = None) -> Tuple[List[Item], int]:
-    """Tokenise every sentence; those longer than ``max_len`` tokens (default
+    """Tokenise every sentence (or :class:`~.pairs.SentencePair`); those longer than ``max_len`` tokens (default
     and at most the model's maximum positions) are skipped.  Returns the kept
     items and the number skipped.  Warns (one line on stderr) when most word
     pieces are unknown to the model's dictionary (the wrong ``--bpe``)."""
@@ -72,7 +75,8 @@ def prepare(model: AnalysisModel, sentences, max_len: Optional[int] = None) -> T
     items, skipped, tokenised = [], 0, []
     counts, ranks = frequency(model.dictionary)
     for k, s in enumerate(sentences):
-        tok = model.tokenise(s.words)
+        second = getattr(s, "second", None)  # a SentencePair (Pascual et al. §5: MNLI pairs)
+        tok = model.tokenise(s.first, second) if second is not None else model.tokenise(s.words)
         tokenised.append(tok)
         if len(tok.ids) > limit:
             skipped += 1
@@ -114,6 +118,8 @@ def record(item: Item, capture: Capture, b: int) -> dict:
         rec["relations"] = item.relations
     if item.counts is not None:
         rec["counts"], rec["ranks"] = item.counts, item.ranks
+    if item.input.sentence_ids is not None:
+        rec["sentence_ids"], rec["separator"] = item.input.sentence_ids, item.input.separator
     return rec
 
 
@@ -176,4 +182,6 @@ def load_dump(path: str) -> List[dict]:
             raise AnalysisError(f"'{path}': record {k} has attention of shape "
                                 f"{tuple(a.shape) if isinstance(a, Tensor) else type(a).__name__}, "
                                 f"expected (L, H, {T}, {T})")
+        if "sentence_ids" in r and (not isinstance(r["sentence_ids"], list) or len(r["sentence_ids"]) != T):
+            raise AnalysisError(f"'{path}': record {k} has 'sentence_ids' not of its {T} tokens")
     return records

@@ -25,6 +25,8 @@ __all__ = [
     "plot_correlations",
     "plot_histograms",
     "plot_centres",
+    "plot_centres_overlay",
+    "plot_example_maps",
 ]
 
 # keep matplotlib's font search quiet when the caller's root logger is at DEBUG
@@ -225,4 +227,72 @@ def plot_centres(result: dict, path: PathLike) -> Path:
     ax.set_xlabel("layer")
     ax.set_ylabel("centre of mass (offset)")
     ax.legend(frameon=False)
+    return save(fig, path)
+
+
+CENTRE_KINDS = {"attention": ("attention_centre", "-", "o"), "contribution": ("contribution_centre", "--", "s")}
+
+
+def plot_centres_overlay(results: Sequence[tuple], path: PathLike,
+                         kinds: Sequence[str] = ("attention", "contribution")) -> Path:
+    """Pascual et al. Fig. 4 (one line per model, e.g. per language) and Fig. 5
+    (attention against input contribution): the centre of mass per layer of
+    several HTA results.  ``results`` is ``[(label, result)]`` (results of
+    :meth:`PositionStats.result`); each model has one colour, attention a solid
+    line, input contribution a dashed one; a missing kind is left out."""
+    fig = Figure(figsize=(5.5, 3.4))
+    ax = fig.add_subplot()
+    colours = [f"C{k % 10}" for k in range(len(results))]
+    longest = 0
+    for (label, result), colour in zip(results, colours):
+        for kind in kinds:
+            key, style, marker = CENTRE_KINDS[kind]
+            values = result.get(key)
+            if values is None:
+                continue
+            y = _array(values)
+            longest = max(longest, len(y))
+            name = label if len(kinds) == 1 else f"{label}: {'attention' if kind == 'attention' else 'input contr.'}"
+            ax.plot(np.arange(len(y)), y, linestyle=style, marker=marker, color=colour, label=name)
+    ax.axhline(0, color="black", linewidth=0.5)
+    ax.set_xticks(np.arange(longest))
+    ax.set_xlabel("layer")
+    ax.set_ylabel("centre of mass (offset)")
+    ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return save(fig, path)
+
+
+def plot_example_maps(tokens: Sequence[str], attn, contrib, heads: Sequence[tuple], path: PathLike,
+                      kind: str = "input contribution", separator: Optional[Sequence[int]] = None,
+                      title: str = "") -> Path:
+    """Pascual et al. Fig. 7 (Appendix C, Fig. 12-23) for one sentence: per chosen
+    head, its attention map (top row) above its contribution map (bottom row).
+
+    Args:
+        tokens: the T input tokens (axis labels).
+        attn, contrib: (L, H, T, T) tensors or arrays, row j = query / output token,
+            column i = key / contributing token (each row sums to 1 or less).
+        heads: the (layer, head) pairs drawn, one column each.
+        separator: token positions marked with thin lines (a sentence pair's
+            ``</s> </s>``), or None.
+    """
+    a, c = np.asarray(attn, dtype=float), np.asarray(contrib, dtype=float)
+    n = len(tokens)
+    size = max(2.2, 0.14 * n + 0.8)
+    fig = Figure(figsize=(size * len(heads) + 0.4, 2 * size + 0.6))
+    axes = fig.subplots(2, len(heads), squeeze=False)
+    labels = [t.replace("$", r"\$") for t in tokens]
+    for col, (layer, head) in enumerate(heads):
+        for row, (values, name) in enumerate(((a, "attention"), (c, kind))):
+            ax = axes[row, col]
+            ax.imshow(values[layer, head], cmap="Blues", vmin=0, aspect="equal", interpolation="nearest")
+            for k in separator or ():
+                ax.axhline(k, color=ORANGE, linewidth=0.4, alpha=0.6)
+                ax.axvline(k, color=ORANGE, linewidth=0.4, alpha=0.6)
+            ax.set_xticks(np.arange(n), labels if n <= 64 else [], rotation=90, fontsize=4)
+            ax.set_yticks(np.arange(n), labels if n <= 64 else [], fontsize=4)
+            ax.tick_params(length=1)
+            ax.set_title(f"L{layer} H{head}: {name}", fontsize=6)
+    if title:
+        fig.suptitle(title, fontsize=8)
     return save(fig, path)

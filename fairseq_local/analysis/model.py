@@ -4,7 +4,8 @@ and a forward pass that captures each layer's attention and block input.
 Works on every model with :class:`~fairseq_local.attention.module.LocalMultiheadAttention`
 heads: the NMT encoders (``transformer_local`` archs; the source side) and
 RoBERTa (``roberta_local`` archs, also a stock RoBERTa after ``fairseq-local
-convert-roberta``).  Inputs are words (from CoNLL-U or whitespace-split text);
+convert-roberta``).  Inputs are words (from CoNLL-U or whitespace-split text,
+or sentence pairs of a TSV file for RoBERTa, :mod:`.pairs`);
 the model's own subword tokeniser is applied to each word, so every token
 knows its word.
 """
@@ -88,12 +89,18 @@ def find_tokeniser(data: str) -> Tuple[str, Optional[str]]:
 
 @dataclass
 class Tokenised:
-    """One sentence as model input: ``ids`` (T,), ``tokens`` (display strings)
-    and ``word_ids`` (the word of each token, -1 for special tokens)."""
+    """One sentence (or sentence pair) as model input: ``ids`` (T,),
+    ``tokens`` (display strings) and ``word_ids`` (the word of each token,
+    -1 for special tokens).  A pair also has ``sentence_ids`` (T,): 0 for a
+    token of the first sentence, 1 for one of the second, -1 for a special
+    token; and ``separator``: the positions of the tokens between the two
+    sentences (RoBERTa: the two ``</s>`` of ``<s> A </s> </s> B </s>``)."""
 
     ids: List[int]
     tokens: List[str]
     word_ids: List[int]
+    sentence_ids: Optional[List[int]] = None
+    separator: Optional[List[int]] = None
 
 
 @dataclass
@@ -188,17 +195,43 @@ class AnalysisModel:
         return cls(model, task.source_dictionary, word_tokeniser(bpe, bpe_model, lang), name=path,
                    bpe=label, target_tokeniser=target)
 
-    def tokenise(self, words: Sequence[str]) -> Tokenised:
-        """Words -> model input, with ``<s>`` first for RoBERTa and ``</s>`` last."""
+    def tokenise(self, words: Sequence[str], second: Optional[Sequence[str]] = None) -> Tokenised:
+        """Words -> model input, with ``<s>`` first for RoBERTa and ``</s>`` last.
+
+        With ``second`` (a sentence pair, RoBERTa only) the input is what
+        fairseq's ``sentence_prediction`` task makes of a pair with
+        ``--init-token 0 --separator-token 2`` (scripts/finetune-glue.sh; each
+        input binarised with its own ``</s>``): ``<s> A </s> </s> B </s>``.
+        The words of B are numbered after those of A (word ``len(words) + k``
+        is B's k-th word); each sentence is tokenised on its own (its first
+        word is a sentence start, as GPT-2's BPE of a GLUE column sees it).
+        Pascual et al. §5 analyse such MNLI pairs.  A translation encoder has
+        no separator: a pair is an :class:`AnalysisError`."""
         d = self.dictionary
-        ids, tokens, word_ids = [], [], []
+        if second is not None and not self.roberta:
+            raise AnalysisError("sentence pairs need a RoBERTa model: a translation source has no separator "
+                                "between two sentences (give --text)")
+        ids, tokens, word_ids, sentence_ids = [], [], [], []
+
+        def special(index: int) -> None:
+            ids.append(index), tokens.append(d[index]), word_ids.append(-1), sentence_ids.append(-1)
+
+        def sentence(ws: Sequence[str], offset: int, number: int) -> None:
+            for w, word in enumerate(ws):
+                for symbol, shown in self.tokeniser(word, w == 0):
+                    ids.append(d.index(symbol)), tokens.append(shown)
+                    word_ids.append(offset + w), sentence_ids.append(number)
+
         if self.roberta:
-            ids.append(d.bos()), tokens.append(d[d.bos()]), word_ids.append(-1)
-        for w, word in enumerate(words):
-            for symbol, shown in self.tokeniser(word, w == 0):
-                ids.append(d.index(symbol)), tokens.append(shown), word_ids.append(w)
-        ids.append(d.eos()), tokens.append(d[d.eos()]), word_ids.append(-1)
-        return Tokenised(ids, tokens, word_ids)
+            special(d.bos())
+        sentence(words, 0, 0)
+        separator = None
+        if second is not None:
+            separator = [len(ids), len(ids) + 1]  # A's own </s>, then the separator token </s>
+            special(d.eos()), special(d.eos())
+            sentence(second, len(words), 1)
+        special(d.eos())
+        return Tokenised(ids, tokens, word_ids, None if second is None else sentence_ids, separator)
 
     def unknown_share(self, sentences: Sequence[Tokenised]) -> float:
         """The share of the word pieces (special tokens aside) of ``sentences``

@@ -16,7 +16,9 @@ from typing import Callable, List, Optional, Sequence
 
 from .. import outputs
 from ..outputs import Output, OutputError
+from .centres import centres_writer
 from .dump import add_model_args, load_inputs, report_skipped
+from .hta import add_hta_arguments, hta_figures, run_hta
 from .common import command_parser
 
 DETAILS = """
@@ -25,18 +27,20 @@ bias DUMP.pt --out DIR          attention bias (Pande et al. §3.2, Eq. 8) of ev
     (S_i = tokens of the word's syntactic head and dependents, minus L_i; needs
     --conllu in the dump). A head attending uniformly scores 1.
     -> bias.json, bias.md, bias_thresholds.png (Fig. 2), bias_heads.png (Fig. 3)
-sensitivity --path CKPT (--text|--conllu) FILE --out DIR
+sensitivity --path CKPT (--text|--conllu|--pairs) FILE --out DIR
     gradient sensitivity (Pande et al. §3.1, Eq. 5-7): beta[i, j] = ||dY[i]/dX[j]||_F
     of every self-attention block, in closed form; gamma_local, gamma_syntactic,
     gamma_unrelated per sentence and layer.
     -> sensitivity.json, sensitivity.md, sensitivity.png (Fig. 1)
 table DIR...                    one row per analysis folder (a model): mean scores
-    of bias.json, sensitivity.json and hta.json; --markdown FILE also writes it
-hta --path CKPT (--text|--conllu) FILE --out DIR
+    of bias.json, sensitivity.json and hta.json; --markdown FILE also writes it;
+    --centres FILE.png draws the hta.json centres of mass, one colour a folder (Fig. 4-5)
+hta --path CKPT (--text|--conllu|--pairs) FILE --out DIR
     Hidden Token Attribution per head (Pascual et al. Eq. 1): previous-layer and
     input contributions, their Pearson/Spearman correlation with attention
     (Fig. 1, 6), relative-position histograms (Fig. 2-3) and centres of mass
     (Fig. 4-5). Sentences longer than the head dimension are skipped (§5).
+    --examples 0,5 [--example-heads 0:1,3:2]: attention beside contribution (Fig. 7)
     -> hta.json, hta.md, hta_*.png
 roles DUMP.pt --out DIR [--counts FILE] [--rare-top 500]
     head roles (Voita et al. 2019 §4-5) from an attention dump: confidence
@@ -112,7 +116,7 @@ def analysis_outputs(args: argparse.Namespace) -> List[Output]:
         jsons, pngs = ("sensitivity", ("local", "unrelated")), ["sensitivity"]
     else:
         kinds = ["previous"] + ([] if args.no_input else ["input"]) + ["attention", "contribution", "centres"]
-        jsons, pngs = ("hta", ("pearson_previous", "offsets")), [f"hta_{k}" for k in kinds]
+        jsons, pngs = ("hta", ("pearson_previous", "offsets")), [f"hta_{k}" for k in kinds] + hta_figures(args)
     name, keys = jsons
     files = [Output(os.path.join(out, f"{name}.json"), f"{name} result (JSON)", json_with(*keys)),
              Output(os.path.join(out, f"{name}.md"), f"{name} table", outputs.text_starting("| layer |"))]
@@ -162,52 +166,6 @@ def run_sensitivity(args: argparse.Namespace) -> List[str]:
     _write_text(sensitivity_table(result), os.path.join(args.out, "sensitivity.md"))
     plot_sensitivity(result, os.path.join(args.out, "sensitivity.png"))
     return ["sensitivity.json", "sensitivity.md", "sensitivity.png"]
-
-
-def run_hta(args: argparse.Namespace) -> List[str]:
-    import torch
-
-    from ..analysis.contribution import input_contribution
-    from ..analysis.dump import analysed_batches, record
-    from ..analysis.figures import plot_centres, plot_correlations, plot_histograms
-    from ..analysis.jacobian import block_jacobian_norms, previous_layer_contribution
-    from ..analysis.positions import PositionStats, hta_table
-
-    model, items, skipped = load_inputs(args)
-    total = len(items) + skipped
-    limit = args.max_len if args.max_len is not None else model.head_dim
-    kept = [it for it in items if len(it.input.ids) <= limit]
-    skipped += len(items) - len(kept)
-    why = "--max-len" if args.max_len is not None else "the head dimension, Pascual et al. §5; see --max-len"
-    report_skipped(skipped, total, f"longer than {limit} tokens ({why})")
-    if not kept:
-        from ..analysis.model import AnalysisError
-
-        raise AnalysisError(f"no sentence has at most {limit} tokens ({skipped} skipped; see --max-len)")
-    stats = PositionStats(max(len(it.input.ids) for it in kept))
-    per_sentence = {}
-    for chosen, src_tokens, src_lengths, cap in analysed_batches(model, kept, args.max_tokens, not args.quiet, "hta"):
-        pad = src_tokens.eq(model.dictionary.pad())
-        prev = torch.stack([previous_layer_contribution(block_jacobian_norms(a, x, pad, need_beta=False)[1])
-                            for a, x in zip(model.attention, cap.inputs)], 1)  # (B, L, H, T, T)
-        inp = None if args.no_input else input_contribution(model, src_tokens, src_lengths)
-        for b, item in enumerate(chosen):
-            n = len(item.input.ids)
-            rec = record(item, cap, b)
-            per_sentence[item.index] = (rec["attn"], prev[b, :, :, :n, :n].float().cpu(),
-                                        None if inp is None else inp[b, :, :, :n, :n].float().cpu())
-    for k in sorted(per_sentence):
-        stats.add(*per_sentence[k])
-    result = stats.result()
-    result["skipped"] = skipped
-    out = args.out
-    os.makedirs(out, exist_ok=True)
-    _write_json(result, os.path.join(out, "hta.json"))
-    _write_text(hta_table(result), os.path.join(out, "hta.md"))
-    figures = [str(p) for p in plot_correlations(result, os.path.join(out, "hta"))]
-    figures += [str(p) for p in plot_histograms(result, os.path.join(out, "hta"))]
-    figures.append(str(plot_centres(result, os.path.join(out, "hta_centres.png"))))
-    return ["hta.json", "hta.md"] + [os.path.basename(f) for f in figures]
 
 
 def _mean(values) -> Optional[float]:
@@ -328,12 +286,13 @@ def main(argv: Optional[List[str]] = None) -> int:
     t.add_argument("dirs", nargs="+", metavar="DIR", help="folders holding bias/sensitivity/hta.json")
     t.add_argument("--markdown", metavar="FILE", help="also write the table to FILE")
     t.add_argument("--threshold", type=float, default=3.0, help="score above which a head counts (default 3)")
+    t.add_argument("--centres", metavar="FILE.png", help="also draw the centres of mass per layer of the folders' "
+                   "hta.json, one colour a folder (Pascual et al. Fig. 4-5)")
     outputs.add_force_option(t)
     t.error = p.error  # type: ignore[method-assign]
     h = sub.add_parser("hta", help="Hidden Token Attribution per head (Pascual et al.)")
     add_model_args(h)
-    h.add_argument("--no-input", action="store_true",
-                   help="skip the input contribution (the costly part: T x d forward-mode products a batch)")
+    add_hta_arguments(h)
     summaries = {"roles": "head roles: confidence, positional, syntactic, rare words (Voita et al. 2019)",
                  "importance": "head importance: LRP relevance (Voita et al. 2019), gradient x gate "
                                "(Michel et al. 2019)"}
@@ -354,10 +313,13 @@ def main(argv: Optional[List[str]] = None) -> int:
         if args.markdown:
             outputs.check_outputs([Output(args.markdown, "Markdown table", outputs.text_starting("| model | heads |"))],
                                   inputs=summary_inputs(args.dirs), force=args.force)
+        draw = centres_writer(args.centres, args.dirs, args.force) if args.centres else None  # checked first
         text = summary_table(args.dirs, args.threshold)
         sys.stdout.write(text)
         if args.markdown:
             _write_text(text, args.markdown)
+        if draw is not None:
+            print(f"centres: {draw()}")
         return 0
     import logging
 
@@ -365,7 +327,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     from ..analysis.model import AnalysisError
     from ..analysis.relations import RecordError
 
-    inputs = [getattr(args, k, None) for k in ("dump", "path", "text", "conllu", "counts", "ref", "bpe_model")]
+    inputs = [getattr(args, k, None)
+              for k in ("dump", "path", "text", "conllu", "pairs", "counts", "ref", "bpe_model")]
     module = modules.get(args.action)
     files = module.outputs(args) if module else analysis_outputs(args)
     check_output_folder(args.out, files, inputs, args.force, "analysis folder")

@@ -23,6 +23,14 @@ dump: one record per sentence, saved with torch.save as a list of dicts:
   attn      float tensor (L, H, T, T): row i of head h in layer l is what the
             model used at query position i, in its own mask mode (post-mode
             rows may sum to less than 1; a gated head's row is scaled by its gate)
+  sentence_ids, separator  only with --pairs: each token's sentence (0: A,
+            1: B, -1: special) and the positions of the separator tokens
+            (RoBERTa: the two </s> of <s> A </s> </s> B </s>); words are A's then B's
+
+--pairs FILE.tsv: sentence pairs (Pascual et al. §5: MNLI), "A<TAB>B" a line,
+or a GLUE TSV with a header and --columns sentence1,sentence2. Encoded as
+fairseq's sentence_prediction task encodes a pair (scripts/finetune-glue.sh:
+--init-token 0 --separator-token 2); RoBERTa models only.
 
 The model's subword tokeniser is applied to each word (--bpe auto: the one in
 DATA/bpe, as scripts/bpe-binarize.sh and scripts/prepare-bert-corpus.sh leave
@@ -39,6 +47,9 @@ def add_model_args(p: argparse.ArgumentParser, text_required: bool = True) -> No
     src = p.add_mutually_exclusive_group(required=text_required)
     src.add_argument("--text", metavar="FILE", help="whitespace-tokenised sentences, one a line")
     src.add_argument("--conllu", metavar="FILE", help="CoNLL-U sentences with gold syntax")
+    src.add_argument("--pairs", metavar="FILE.tsv", help="RoBERTa: sentence pairs, 'A<TAB>B' a line (no syntax)")
+    p.add_argument("--columns", metavar="A,B", help="--pairs: the file has a header; the columns of the two "
+                   "sentences (GLUE MNLI: sentence1,sentence2)")
     p.add_argument("--bpe", default="auto", choices=("auto", "subword_nmt", "sentencepiece", "gpt2", "none"),
                    help="the model's subword tokeniser (default: found in DATA/bpe)")
     p.add_argument("--bpe-model", metavar="PATH",
@@ -61,11 +72,19 @@ def load_inputs(args: argparse.Namespace, max_len: Optional[int] = None):
         raise AnalysisError("--max-len must be positive")
     if args.max_sentences is not None and args.max_sentences < 1:
         raise AnalysisError("--max-sentences must be positive")
-    sentences = read_sentences(args.text, args.conllu)[:args.max_sentences]
+    pairs = getattr(args, "pairs", None)
+    if getattr(args, "columns", None) is not None and pairs is None:
+        raise AnalysisError("--columns needs --pairs FILE.tsv")
+    if pairs is not None:
+        from ..analysis.pairs import read_pairs
+
+        sentences = read_pairs(pairs, args.columns)[:args.max_sentences]
+    else:
+        sentences = read_sentences(args.text, args.conllu)[:args.max_sentences]
     model = AnalysisModel.load(args.path, args.data, args.bpe, args.bpe_model, cpu=not args.cuda)
     items, skipped = prepare(model, sentences, args.max_len if args.max_len is not None else max_len)
     if not items:
-        raise AnalysisError(f"no sentence of {args.text or args.conllu} fits the length limit "
+        raise AnalysisError(f"no sentence of {args.text or args.conllu or pairs} fits the length limit "
                             f"({skipped} skipped)")
     return model, items, skipped
 
@@ -73,7 +92,7 @@ def load_inputs(args: argparse.Namespace, max_len: Optional[int] = None):
 def model_inputs(args: argparse.Namespace) -> List[str]:
     """The input files of the model options (:func:`add_model_args`), which
     no output may replace."""
-    return [f for f in (args.path, args.text, args.conllu, args.bpe_model) if f]
+    return [f for f in (args.path, args.text, args.conllu, getattr(args, "pairs", None), args.bpe_model) if f]
 
 
 def report_skipped(skipped: int, total: int, why: str) -> None:

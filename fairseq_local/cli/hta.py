@@ -1,0 +1,131 @@
+"""``fairseq-local analyze hta``: Hidden Token Attribution per head (Pascual
+et al., "Telling BERT's Full Story"), with its options and its run; the
+parser and the shared checks are :mod:`.analyze`'s.
+
+``--examples 0,5,9`` also draws, per chosen sentence (0-based, in file order),
+the attention map of some heads above their contribution map (Pascual et al.
+Fig. 7 and Appendix C, Fig. 12-23): ``hta_example_K.png``."""
+
+import argparse
+import json
+import os
+from typing import Dict, List, Tuple
+
+from .. import outputs
+from .dump import load_inputs, report_skipped
+
+
+def add_hta_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of ``analyze hta`` besides the model options."""
+    p.add_argument("--no-input", action="store_true",
+                   help="skip the input contribution (the costly part: T x d forward-mode products a batch)")
+    p.add_argument("--examples", metavar="K,K,...",
+                   help="sentences (0-based, in file order) to draw attention beside contribution for "
+                        "(Pascual et al. Fig. 7): hta_example_K.png each")
+    p.add_argument("--example-heads", metavar="L:H,...",
+                   help="--examples: the heads drawn, layer:head (default: head 0 of every layer)")
+
+
+def _indices(text: str, option: str, pairs: bool) -> List[tuple]:
+    """``"0,5"`` -> [(0,), (5,)]; with ``pairs``, ``"0:1,3:2"`` -> [(0, 1), (3, 2)]."""
+    from ..analysis.model import AnalysisError
+
+    out = []
+    for part in text.split(","):
+        fields = part.strip().split(":")
+        if len(fields) != (2 if pairs else 1) or not all(f.strip().isdigit() for f in fields):
+            want = "layer:head pairs, e.g. 0:1,3:2" if pairs else "sentence numbers, e.g. 0,5,9"
+            raise AnalysisError(f"{option} '{text}': give {want} (0-based)")
+        out.append(tuple(int(f) for f in fields))
+    if len(set(out)) != len(out):
+        raise AnalysisError(f"{option} '{text}' names one twice")
+    return out
+
+
+def examples(args: argparse.Namespace) -> List[int]:
+    """The sentence numbers of ``--examples`` (checked; [] without it)."""
+    if getattr(args, "examples", None) is None:
+        if getattr(args, "example_heads", None) is not None:
+            from ..analysis.model import AnalysisError
+
+            raise AnalysisError("--example-heads needs --examples")
+        return []
+    return [k for (k,) in _indices(args.examples, "--examples", False)]
+
+
+def hta_figures(args: argparse.Namespace) -> List[str]:
+    """The names (no ``.png``) of the example figures ``analyze hta`` may write."""
+    return [f"hta_example_{k}" for k in examples(args)]
+
+
+def _example_heads(args: argparse.Namespace, layers: int, heads: int) -> List[Tuple[int, int]]:
+    from ..analysis.model import AnalysisError
+
+    if args.example_heads is None:
+        return [(layer, 0) for layer in range(layers)]
+    chosen = _indices(args.example_heads, "--example-heads", True)
+    for layer, head in chosen:
+        if layer >= layers or head >= heads:
+            raise AnalysisError(f"--example-heads {layer}:{head}: the model has {layers} layers x {heads} heads")
+    return chosen
+
+
+def run_hta(args: argparse.Namespace) -> List[str]:
+    """Compute and write the HTA statistics and figures; the names written."""
+    import torch
+
+    from ..analysis.contribution import input_contribution
+    from ..analysis.dump import analysed_batches, record
+    from ..analysis.figures import plot_centres, plot_correlations, plot_example_maps, plot_histograms
+    from ..analysis.jacobian import block_jacobian_norms, previous_layer_contribution
+    from ..analysis.model import AnalysisError
+    from ..analysis.positions import PositionStats, hta_table
+
+    wanted = examples(args)
+    model, items, skipped = load_inputs(args)
+    total = len(items) + skipped
+    limit = args.max_len if args.max_len is not None else model.head_dim
+    kept = [it for it in items if len(it.input.ids) <= limit]
+    skipped += len(items) - len(kept)
+    why = "--max-len" if args.max_len is not None else "the head dimension, Pascual et al. §5; see --max-len"
+    report_skipped(skipped, total, f"longer than {limit} tokens ({why})")
+    if not kept:
+        raise AnalysisError(f"no sentence has at most {limit} tokens ({skipped} skipped; see --max-len)")
+    kept_index = {it.index for it in kept}
+    for k in wanted:
+        if k not in kept_index:
+            raise AnalysisError(f"--examples {k}: no such sentence of at most {limit} tokens "
+                                f"({total} read, {skipped} skipped)")
+    shown = _example_heads(args, model.num_layers, model.num_heads) if wanted else []
+    stats = PositionStats(max(len(it.input.ids) for it in kept))
+    per_sentence: Dict[int, tuple] = {}
+    for chosen, src_tokens, src_lengths, cap in analysed_batches(model, kept, args.max_tokens, not args.quiet, "hta"):
+        pad = src_tokens.eq(model.dictionary.pad())
+        prev = torch.stack([previous_layer_contribution(block_jacobian_norms(a, x, pad, need_beta=False)[1])
+                            for a, x in zip(model.attention, cap.inputs)], 1)  # (B, L, H, T, T)
+        inp = None if args.no_input else input_contribution(model, src_tokens, src_lengths)
+        for b, item in enumerate(chosen):
+            n = len(item.input.ids)
+            rec = record(item, cap, b)
+            per_sentence[item.index] = (rec["attn"], prev[b, :, :, :n, :n].float().cpu(),
+                                        None if inp is None else inp[b, :, :, :n, :n].float().cpu())
+    for k in sorted(per_sentence):
+        stats.add(*per_sentence[k])
+    result = stats.result()
+    result["skipped"] = skipped
+    out = args.out
+    os.makedirs(out, exist_ok=True)
+    outputs.write_text(os.path.join(out, "hta.json"), json.dumps(result, indent=1) + "\n")
+    outputs.write_text(os.path.join(out, "hta.md"), hta_table(result))
+    figures = [str(p) for p in plot_correlations(result, os.path.join(out, "hta"))]
+    figures += [str(p) for p in plot_histograms(result, os.path.join(out, "hta"))]
+    figures.append(str(plot_centres(result, os.path.join(out, "hta_centres.png"))))
+    items_by_index = {it.index: it for it in kept}
+    for k in wanted:  # Pascual et al. Fig. 7: attention (top) against contribution (bottom)
+        attn, prev, inp = per_sentence[k]
+        kind = "previous-layer contribution" if inp is None else "input contribution"
+        item = items_by_index[k]
+        figures.append(str(plot_example_maps(item.input.tokens, attn, prev if inp is None else inp, shown,
+                                             os.path.join(out, f"hta_example_{k}.png"), kind,
+                                             item.input.separator, title=f"sentence {k}")))
+    return ["hta.json", "hta.md"] + [os.path.basename(f) for f in figures]
