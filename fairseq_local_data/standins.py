@@ -16,6 +16,21 @@ The prose is the source language of :mod:`fairseq_local_data.language`
 phrases and Zipfian lemmas), so a masked LM has something to learn: the
 agreement suffixes and function words are predictable from context. A few
 articles and one book are exact duplicates of others, for deduplication.
+The articles and the books are written in two lexicons of that language (the
+books' is seeded with ``seed + 1000``).
+
+Gold trees (``--trees N``, default 300): ``standin-sentences.conllu`` holds N
+held-out sentences of the same generator with their Universal Dependencies
+trees (:class:`fairseq_local_data.language.Tree`), for ``fairseq-local
+attention dump --conllu`` and the syntactic analyses of a RoBERTa pretrained
+on the stand-ins. They are drawn from their own seeded streams, alternately in
+the articles' and the books' lexicon (``# sent_id = wiki-1``,
+``gutenberg-2``, ...), distinct from each other and from every sentence of the
+dump and the books, which do not change (``--trees 0`` writes none and removes
+an old file). The words are those of the plain text that WikiExtractor and
+the Gutenberg reader give: the first word capitalised, the final "." a word
+of its own, marked ``SpaceAfter=No`` on the word before it as in UD, so that
+``# text`` is the sentence exactly as it stands in the extracted corpus.
 
 Run ``python -m fairseq_local_data.standins --out DIR``; the same seed gives
 byte-identical files.
@@ -35,10 +50,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from .language import Grammar, Lexicon, SyntheticConfig
+from .errors import OneLineError
+from .language import Grammar, Lexicon, SyntheticConfig, Tree
 
 WIKI_NAME = "enwiki-standin-pages-articles.xml.bz2"
 BOOKS_NAME = "gutenberg-standin.zip"
+TREES_NAME = "standin-sentences.conllu"
+TREE_SOURCES = ("wiki", "gutenberg")  # the lexicons that held-out sentences alternate between
 NAMESPACES = [(-2, "Media"), (-1, "Special"), (0, ""), (1, "Talk"), (2, "User"),
               (3, "User talk"), (4, "Wikipedia"), (6, "File"), (8, "MediaWiki"),
               (10, "Template"), (12, "Help"), (14, "Category"), (828, "Module")]
@@ -64,27 +82,49 @@ class StandinConfig:
     nouns: int = 1500            # lexicon sizes of the synthetic language
     adjectives: int = 400
     verbs: int = 400
+    trees: int = 300             # held-out sentences with gold trees (standin-sentences.conllu)
+
+
+def _books_config(cfg: StandinConfig) -> StandinConfig:
+    """The configuration of the books' prose: its own lexicon and stream (seed + 1000)."""
+    return StandinConfig(**{**cfg.__dict__, "seed": cfg.seed + 1000})
+
+
+def surface(words: list[str]) -> str:
+    """A sentence's words (final "." excluded) as the text of the stand-ins:
+    the first word capitalised, a "." glued to the last."""
+    return " ".join([words[0].capitalize()] + words[1:]) + "."
 
 
 class _Prose:
-    """Sentences of the synthetic source language as capitalised English-like text."""
+    """Sentences of the synthetic source language as capitalised English-like text.
 
-    def __init__(self, cfg: StandinConfig) -> None:
+    ``stream`` names the random stream (the corpus's is ``standins``); each
+    sentence drawn is added, as a tuple of its words without the final ".",
+    to ``seen`` when it is given (this draws nothing from the stream)."""
+
+    def __init__(self, cfg: StandinConfig, stream: str = "standins", seen: set | None = None) -> None:
         syn = SyntheticConfig(seed=cfg.seed, nouns=cfg.nouns, adjectives=cfg.adjectives, verbs=cfg.verbs)
         self.lex = Lexicon(syn)
-        self.rng = random.Random(f"standins:{cfg.seed}")
+        self.rng = random.Random(f"{stream}:{cfg.seed}")
         self.grammar = Grammar(self.lex, self.rng)
+        self.seen = seen
+
+    def tree(self, max_len: int = 30) -> Tree:
+        """One sentence of 4 to ``max_len`` words ("." included) with its dependency tree."""
+        while True:
+            tree, _ = self.grammar.sentence_tree()
+            if 4 <= len(tree.rows) <= max_len:
+                if self.seen is not None:
+                    self.seen.add(tuple(tree.words[:-1]))
+                return tree
 
     def tokens(self, max_len: int = 30) -> list[str]:
         """One sentence's words, final "." excluded."""
-        while True:
-            src, _ = self.grammar.sentence()
-            if 4 <= len(src) <= max_len:
-                return src[:-1]
+        return self.tree(max_len).words[:-1]
 
     def sentence(self) -> str:
-        words = self.tokens()
-        return " ".join([words[0].capitalize()] + words[1:]) + "."
+        return surface(self.tokens())
 
     def paragraph(self, lo: int = 3, hi: int = 7) -> str:
         return " ".join(self.sentence() for _ in range(self.rng.randint(lo, hi)))
@@ -148,9 +188,9 @@ def _page(title: str, ns: int, pid: int, text: str, redirect: str | None = None)
             f"      <sha1>{sha}</sha1>\n    </revision>\n  </page>\n")
 
 
-def wiki_xml(cfg: StandinConfig) -> str:
-    """The text of the MediaWiki XML export."""
-    prose = _Prose(cfg)
+def wiki_xml(cfg: StandinConfig, seen: set | None = None) -> str:
+    """The text of the MediaWiki XML export (its sentences are added to ``seen``, see :class:`_Prose`)."""
+    prose = _Prose(cfg, seen=seen)
     titles = sorted({prose.name() for _ in range(cfg.articles * 2)})[: cfg.articles]
     prose.rng.shuffle(titles)
     ns = "\n".join(f'      <namespace key="{k}" case="first-letter"' + (f">{n}</namespace>" if n else " />")
@@ -213,9 +253,10 @@ def book_text(prose: _Prose, cfg: StandinConfig, title: str, author: str, number
     return head + "\n".join(body) + foot
 
 
-def books(cfg: StandinConfig) -> list[tuple[str, str]]:
-    """(member name, text) of every book; the last repeats the first under another name."""
-    prose = _Prose(StandinConfig(**{**cfg.__dict__, "seed": cfg.seed + 1000}))
+def books(cfg: StandinConfig, seen: set | None = None) -> list[tuple[str, str]]:
+    """(member name, text) of every book; the last repeats the first under another name.
+    Their sentences are added to ``seen`` (see :class:`_Prose`)."""
+    prose = _Prose(_books_config(cfg), seen=seen)
     out = []
     for k in range(cfg.books):
         title, author = f"The {prose.name()}", prose.name()
@@ -232,21 +273,73 @@ def _write_bytes(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
+# --------------------------------------------------------------------------- gold trees
+
+
+class TreeError(OneLineError, RuntimeError):
+    """Too few distinct held-out sentences for ``--trees`` (a lexicon too small)."""
+
+
+def tree_sentences(cfg: StandinConfig, seen: set | frozenset = frozenset()) -> list[tuple[str, Tree]]:
+    """``cfg.trees`` held-out sentences as (source, tree), source alternating
+    "wiki" and "gutenberg" (the articles' and the books' lexicon), each from
+    its own stream ``standin-trees``; distinct from each other and from the
+    word tuples in ``seen`` (the corpus's sentences). Raises :class:`TreeError`
+    when the generator keeps repeating itself."""
+    proses = dict(zip(TREE_SOURCES, (_Prose(cfg, "standin-trees"), _Prose(_books_config(cfg), "standin-trees"))))
+    taken, out, tries = set(seen), [], 0
+    while len(out) < cfg.trees:
+        tries += 1
+        if tries > 50 * cfg.trees + 10000:
+            raise TreeError(f"could not draw {cfg.trees} distinct held-out sentences; lower --trees")
+        source = TREE_SOURCES[len(out) % len(TREE_SOURCES)]
+        tree = proses[source].tree()
+        key = tuple(tree.words[:-1])
+        if key not in taken:
+            taken.add(key)
+            out.append((source, tree))
+    return out
+
+
+def tree_conllu(tree: Tree, sent_id: str) -> str:
+    """One sentence as CoNLL-U, its words as in the extracted text (:func:`surface`):
+    the first FORM capitalised (LEMMA not), ``SpaceAfter=No`` before the final "."."""
+    rows = [list(row) for row in tree.rows]
+    if len(rows) < 2 or rows[-1][0] != ".":
+        raise ValueError("a stand-in sentence ends with a word and '.'")
+    rows[0][0] = rows[0][0].capitalize()
+    lines = [f"# sent_id = {sent_id}", f"# text = {surface(tree.words[:-1])}"]
+    for i, (form, lemma, upos, feats, head, rel) in enumerate(rows, 1):
+        misc = "SpaceAfter=No" if i == len(rows) - 1 else "_"
+        lines.append(f"{i}\t{form}\t{lemma}\t{upos}\t_\t{feats}\t{head + 1}\t{rel}\t_\t{misc}")
+    return "\n".join(lines) + "\n\n"
+
+
 def generate(cfg: StandinConfig, out: Path) -> dict:
-    """Write the dump and the zip into ``out``; returns their paths and sizes."""
+    """Write the dump and the zip into ``out``, and with ``cfg.trees`` the gold
+    trees (:data:`TREES_NAME`; without, an old one is removed); returns their
+    paths and sizes."""
     out.mkdir(parents=True, exist_ok=True)
+    seen: set | None = set() if cfg.trees > 0 else None
     wiki = out / WIKI_NAME
-    _write_bytes(wiki, bz2.compress(wiki_xml(cfg).encode("utf-8"), 9))
+    _write_bytes(wiki, bz2.compress(wiki_xml(cfg, seen).encode("utf-8"), 9))
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, text in books(cfg):
+        for name, text in books(cfg, seen):
             info = zipfile.ZipInfo(f"Gutenberg/txt/{name}", date_time=(2014, 1, 1, 0, 0, 0))
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, text.encode("utf-8"))
     zpath = out / BOOKS_NAME
     _write_bytes(zpath, buf.getvalue())
+    tpath = out / TREES_NAME
+    if seen is not None:
+        blocks = [tree_conllu(t, f"{src}-{k}") for k, (src, t) in enumerate(tree_sentences(cfg, seen), 1)]
+        _write_bytes(tpath, "".join(blocks).encode("utf-8"))
+    elif tpath.exists():
+        tpath.unlink()
     return {"wiki": str(wiki), "gutenberg": str(zpath), "articles": cfg.articles,
-            "duplicates": cfg.duplicates, "redirects": cfg.redirects, "books": cfg.books + (cfg.books > 0)}
+            "duplicates": cfg.duplicates, "redirects": cfg.redirects, "books": cfg.books + (cfg.books > 0),
+            "trees": str(tpath) if seen is not None else None, "tree_sentences": cfg.trees}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -263,10 +356,14 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--articles, --books, --chapters and --paragraphs must be positive")
     if not 0 <= cfg.duplicates <= cfg.articles or cfg.redirects < 0:
         p.error("--duplicates must be in 0..articles and --redirects non-negative")
+    if cfg.trees < 0:
+        p.error("--trees must be non-negative")
     try:
         info = generate(cfg, a.out)
     except OSError as e:
         p.error(f"cannot write to {a.out}: {e.strerror or e}")
+    except TreeError as e:
+        p.error(str(e))
     print(json.dumps(info))
     return 0
 
