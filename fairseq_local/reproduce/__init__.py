@@ -6,14 +6,15 @@ every measured table beside the paper's numbers.
   skips finished steps and resumes interrupted ones.
 * :mod:`.environment`: the seeds, hardware and library versions a report records.
 * :mod:`.report`: tables, spreads over seeds, and one line per finding.
-* per paper a plan module (:mod:`.pande`, :mod:`.sparsebert`: scales and
-  steps) and a report module (:mod:`.pande_report`, :mod:`.sparsebert_report`),
-  which reads the plan module, never the other way; the papers' printed
-  numbers are in :mod:`.numbers`.
+* per paper a plan module (:mod:`.pande`, :mod:`.sparsebert`, :mod:`.voita`:
+  scales and steps) and a report module (:mod:`.pande_report`, ...), which
+  reads the plan module, never the other way; the papers' printed numbers
+  are in :mod:`.numbers` (and :mod:`.numbers_voita`).
 """
 
 PAPERS = {"pande": "Pande et al.: local heads and Q/K tying (Tables 1-4, Figs. 1-3)",
-          "sparsebert": "Shi et al. (SparseBERT): no diagonal, DAM vs fixed sparse masks (Tables 1, 3, Figs. 3, 6)"}
+          "sparsebert": "Shi et al. (SparseBERT): no diagonal, DAM vs fixed sparse masks (Tables 1, 3, Figs. 3, 6)",
+          "voita": "Voita et al.: head roles, importance and pruning (Figs. 1, 7, 8, §8)"}
 SCALES = ("tiny", "small", "paper")
 
 

@@ -102,15 +102,17 @@ def data_dirs(runs: Path, scale: str) -> dict:
             "glue_raw": d / "glue-hard-raw", "glue": d / "glue-hard"}
 
 
-def add_data_steps(plan: Plan, s: Scale, nmt: bool = True) -> dict:
-    """The data steps of a reduced scale: every hard stand-in task of
-    :func:`glue_tasks`, and with ``nmt`` the hard synthetic corpus; ids are
-    shared, so a second paper skips them."""
+def add_data_steps(plan: Plan, s: Scale, nmt: bool = True, bert: bool = True) -> dict:
+    """The data steps of a reduced scale: with ``bert`` the stand-in corpus
+    and every hard stand-in task of :func:`glue_tasks`, with ``nmt`` the hard
+    synthetic corpus; ids are shared, so a second paper skips them."""
     d, pre = data_dirs(plan.runs, plan.scale), f"data-{plan.scale}"
     if nmt:
         plan.add(f"{pre}/nmt-hard", "the hard synthetic corpus (deeper nesting, longer sentences)",
                  ["bash", "scripts/prepare-synthetic.sh", "--out", d["nmt"], "--hard", "--train", s.nmt_train,
                   "--valid", 300, "--test", 300], 0.2)
+    if not bert:
+        return d
     plan.add(f"{pre}/bert-standins", "stand-in Wikipedia dump and Gutenberg books",
              ["python", "-m", "fairseq_local_data.standins", "--out", d["standins"]], 0.1)
     plan.add(f"{pre}/bert-corpus", "the masked-LM corpus (SentencePiece)",

@@ -99,10 +99,14 @@ def paper_value(v: Optional[float], digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-def environment_section(env: Dict[str, str], seeds: Sequence[int], timing: str) -> str:
+BY_SPREAD = "The findings below are decided on that spread."
+
+
+def environment_section(env: Dict[str, str], seeds: Sequence[int], timing: str, basis: str = BY_SPREAD) -> str:
     """Seeds, hardware and versions, and what repeats: a seed gives the same
     numbers again on this machine, not on another CPU (kernels sum in other
-    orders), so findings rest on the spread over seeds."""
+    orders), so findings rest on the spread over seeds (``basis``: how the
+    findings are decided instead, for a paper without one)."""
     lines = ["## How these numbers were made", "",
              f"- Seeds: {', '.join(map(str, seeds))}.",
              f"- Hardware: {env['cpu']} ({env['cores']} cores, torch threads {env['threads']}, "
@@ -112,8 +116,7 @@ def environment_section(env: Dict[str, str], seeds: Sequence[int], timing: str) 
     if timing != "-":
         lines.append(f"- Time of the runs (their stamps): {timing}.")
     lines += ["- A seed repeats exactly on one machine with the same thread count; on another CPU the "
-              "kernels sum in another order and the numbers move by about the spread over seeds. "
-              "The findings below are decided on that spread.", ""]
+              f"kernels sum in another order and the numbers move by about the spread over seeds. {basis}", ""]
     return "\n".join(lines)
 
 

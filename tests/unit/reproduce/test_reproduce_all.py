@@ -22,8 +22,9 @@ def test_all_runs_each_plan_then_writes_the_summary(tmp_path, monkeypatch, capsy
 
     ran = []
     monkeypatch.setattr(plan_module, "run_plan", lambda plan, jobs: ran.append((plan.paper, jobs)))
-    for paper, counts in zip(PAPERS, ("17 findings: 7 reproduced, 9 not reproduced, 1 not comparable",
-                                      "16 findings: 3 reproduced, 10 not reproduced, 3 not comparable")):
+    counts_of = {paper: f"{10 + k} findings: {k} reproduced, 10 not reproduced, 0 not comparable"
+                 for k, paper in enumerate(PAPERS)}
+    for paper, counts in counts_of.items():
         module = paper_module(paper, "report")
 
         def fake(plan, title=paper_module(paper).TITLE, counts=counts):
@@ -36,10 +37,8 @@ def test_all_runs_each_plan_then_writes_the_summary(tmp_path, monkeypatch, capsy
     assert ran == [(paper, 3) for paper in PAPERS]
     assert (runs / "summary.md").read_text().splitlines() == [
         "# The papers, reproduced at `tiny` scale", "", "| paper | findings | report |", "|---|---|---|",
-        f"| {PAPERS['pande']} | 17 findings: 7 reproduced, 9 not reproduced, 1 not comparable "
-        "| [pande/report.md](pande/report.md) |",
-        f"| {PAPERS['sparsebert']} | 16 findings: 3 reproduced, 10 not reproduced, 3 not comparable "
-        "| [sparsebert/report.md](sparsebert/report.md) |"]
+        *(f"| {PAPERS[paper]} | {counts} | [{paper}/report.md]({paper}/report.md) |"
+          for paper, counts in counts_of.items())]
     assert capsys.readouterr().out.endswith(f"reproduce all: summary in {runs / 'summary.md'}\n")
 
 
