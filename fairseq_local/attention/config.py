@@ -82,6 +82,9 @@ class AttentionConfig(FairseqDataclass):
         "help": "train DAM with the soft mask P = sigmoid(alpha) in the forward pass, without Gumbel "
                 "noise, whatever --dam-estimator (SparseBERT §3.1, Eq. 3-4; §3.1 exactly: "
                 "--arch transformer_dam_u --dam-no-noise --mask-mode post, --dam-lambda 0)"})
+    aaa_lr_scale: Optional[float] = field(default=None, metadata={
+        "help": "aaa: multiply the axis selector's learning rate by this (Adam-type optimizers; SGD: its square) "
+                "so that it reaches --aaa-target in a short fine-tuning; checkpoints do not depend on it (default 1)"})
     tau_start: Optional[float] = field(default=None, metadata={
         "help": "Gumbel-sigmoid temperature at update 0 (default 1.0)"})
     tau_end: Optional[float] = field(default=None, metadata={
@@ -108,7 +111,7 @@ class AttentionConfig(FairseqDataclass):
 
 DEFAULTS: Dict[str, object] = dict(
     mask_mode="post", attn_impl="auto", mask_neg=-1e4, dam_estimator="hard", dam_init=0.0, dam_init_std=1e-3,
-    dam_l1="sum", tau_start=1.0, tau_anneal="constant", tau_anneal_updates=0, gate_preset="louizos",
+    dam_l1="sum", aaa_lr_scale=1.0, tau_start=1.0, tau_anneal="constant", tau_anneal_updates=0, gate_preset="louizos",
     gate_gamma=-0.1, gate_zeta=1.1,
 )
 OPTION_NAMES = tuple(f.name for f in fields(AttentionConfig) if not f.name.startswith("_"))

@@ -127,7 +127,7 @@ class LocalMultiheadAttention(nn.Module):
 
         self.qk = nn.ModuleList(qk)
         self.dam = nn.ModuleList(dam)
-        self.axis = AxisSelector(embed_dim) if plan.aaa_heads else None
+        self.axis = AxisSelector(embed_dim, cfg.aaa_lr_scale) if plan.aaa_heads else None
         self.gates = None
         if plan.gated_heads:
             self.gates = HeadGates(len(plan.gated_heads), init=cfg.gate_init, beta=cfg.gate_beta,

@@ -23,8 +23,13 @@ masks and gates, into:
   ``density`` — the mean over sentences and DAM (layer, head) slots of
   ‖M‖₁/N² at the sentence's N real tokens.  The same penalty for the same
   density needs λ_density ≈ λ_sum · (distinct DAM masks) · 128².
-* ρ of the ``aaa`` heads (Adaptive Axis Attention, Eq. 9), the mean over
-  sentences, heads and layers of 1 − |B|/N², for the hinge of Eq. 10.
+* ρ (Adaptive Axis Attention, Eq. 9), the mean over sentences, heads and
+  layers of 1 − |M|/N², for the hinge of Eq. 10, over each head set of
+  :data:`HINGE_HEADS` (:meth:`SparsityTerms.hinge_rho`): the ``aaa`` heads
+  (|M| = |B OR local-W|), the learned heads (``aaa`` and DAM: |M| = Σ M over
+  the real pairs, Wang et al. §4.1's "sparsity controllable training" of the
+  diagonal patterns), or every head (Eq. 9 as written; fixed heads add a
+  constant).
 * the gates' L0 term (Voita et al. 2019): Σ P(open) (``--gate-penalty sum``)
   or the mean over gated layers of each layer's Σ P(open) (``layer-mean``).
 * logging sums and counts: ρ per layer and overall, the DAM density, τ,
@@ -33,7 +38,7 @@ masks and gates, into:
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -44,6 +49,12 @@ from .masks.base import constant, pair_count_table
 if TYPE_CHECKING:  # pragma: no cover
     from .gates import HeadGates
     from .module import LocalMultiheadAttention
+
+# The heads whose ρ (Eq. 9) the hinge of Eq. 10 reads (--aaa-hinge-heads).
+HINGE_HEADS = ("aaa", "learned", "all")
+# Logging (sum, count) keys of ρ over each head set (filled by sparsity_terms).
+HINGE_LOG_KEYS = {"aaa": ("aaa_rho_sum", "aaa_count"), "learned": ("learned_rho_sum", "learned_count"),
+                  "all": ("rho_sum", "rho_count")}
 
 
 @dataclass
@@ -95,7 +106,12 @@ class AttentionRecord:
 @dataclass
 class SparsityTerms:
     """The penalties (differentiable, None where the model has no such head)
-    and the logging sums and counts of one forward pass."""
+    and the logging sums and counts of one forward pass.
+
+    ``rho_sums[heads]``: the float32 scalar Σ of 1 − |M|/N² (Eq. 9) over the
+    (sentence, layer, head) slots of that head set of :data:`HINGE_HEADS`,
+    differentiable in the learned heads; ``rho_counts[heads]``: the number of
+    slots (a host number).  A set the model has no heads of is absent."""
 
     dam: Optional[Tensor] = None
     aaa_rho: Optional[Tensor] = None
@@ -104,6 +120,23 @@ class SparsityTerms:
     log: Dict[str, float] = field(default_factory=dict)
     modules: Sequence["LocalMultiheadAttention"] = ()
     records: Sequence[AttentionRecord] = ()
+    rho_sums: Dict[str, Tensor] = field(default_factory=dict)
+    rho_counts: Dict[str, float] = field(default_factory=dict)
+
+    def hinge_rho(self, heads: str = "aaa") -> Optional[Tensor]:
+        """ρ of Eq. 9 (a float32 scalar) over the head set ``heads`` (one of
+        :data:`HINGE_HEADS`), the ρ of Eq. 10's hinge; None without such heads."""
+        if heads not in HINGE_HEADS:
+            raise ValueError(f"hinge heads must be one of {HINGE_HEADS}, not {heads!r}")
+        if not self.rho_counts.get(heads):
+            return None
+        return self.rho_sums[heads] / self.rho_counts[heads]
+
+    def hinge_log(self, heads: str = "aaa") -> Tuple[float, float]:
+        """The logged (sum, count) of :meth:`hinge_rho` (host numbers, read
+        with the other logging values); (0, 0) without such heads."""
+        num, den = HINGE_LOG_KEYS[heads]
+        return float(self.log.get(num, 0.0)), float(self.log.get(den, 0.0))
 
 
 def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
@@ -146,18 +179,21 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
     log: Dict[str, object] = {}
     terms.num_updates = modules[0].num_updates
     dam_density, dam_count, aaa_rho, aaa_count = 0.0, 0, 0.0, 0
+    dam_rho, all_rho = 0.0, 0.0  # Σ of Eq. 9 over the DAM slots, over every slot (differentiable)
     log["rho_sum"], log["rho_count"] = 0.0, 0.0
     for layer, rec in enumerate(records, start=1):
         plan = rec.module.plan
         real = rec.real()
         n2 = real.sum(-1).float().pow(2)  # (B,)
         rho = 1.0 - rec.kept(real) / n2[:, None]  # (B, H), Eq. 9
+        all_rho = all_rho + rho.sum()
         log[f"rho_l{layer}_sum"] = rho.detach().sum()
         log[f"rho_l{layer}_count"] = float(rho.numel())
         log["rho_sum"] = log["rho_sum"] + log[f"rho_l{layer}_sum"]
         log["rho_count"] += log[f"rho_l{layer}_count"]
         if plan.dam_heads:
             dam_density = dam_density + (1.0 - rho[:, list(plan.dam_heads)]).sum()
+            dam_rho = dam_rho + rho[:, list(plan.dam_heads)].sum()
             dam_count += rec.B * len(plan.dam_heads)
         if plan.aaa_heads:
             aaa_rho = aaa_rho + rho[:, list(plan.aaa_heads)].sum()
@@ -179,6 +215,13 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
     if aaa_count:
         terms.aaa_rho = aaa_rho / aaa_count
         log["aaa_rho_sum"], log["aaa_count"] = aaa_rho.detach(), float(aaa_count)
+        terms.rho_sums["aaa"], terms.rho_counts["aaa"] = aaa_rho, float(aaa_count)
+    if aaa_count or dam_count:  # ρ of the learned heads, aaa and DAM (Wang et al. §4.1, Eq. 9-10)
+        learned = aaa_rho + dam_rho
+        terms.rho_sums["learned"], terms.rho_counts["learned"] = learned, float(aaa_count + dam_count)
+        log["learned_rho_sum"], log["learned_count"] = learned.detach(), float(aaa_count + dam_count)
+    if records:
+        terms.rho_sums["all"], terms.rho_counts["all"] = all_rho, float(log["rho_count"])
     gated = [m.gates for m in modules if m.gates is not None] + list(gates)
     if gated:
         per_layer = [g.l0().sum() for g in gated]

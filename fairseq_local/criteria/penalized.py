@@ -10,9 +10,12 @@ criterion's mean loss per sample-size unit:
 
 * DAM (SparseBERT, Eq. 5): ``--dam-lambda`` · the model's L1 term (``--dam-l1``;
   by default ‖M‖₁ as in the authors' code, where the paper's λ is 1e-4 to 1e-1);
-* AAA (Adaptive Axis Attention, Eq. 10): ``α · max(0, ρ_target − ρ)``, ρ the
-  mean of Eq. 9 over sentences and ``aaa`` heads, α = ``--aaa-alpha``,
-  constant or rising linearly from 0 at update 0 to its value at update
+* the sparsity hinge (Adaptive Axis Attention, Eq. 10): ``α · max(0,
+  ρ_target − ρ)``, ρ the mean of Eq. 9 over sentences and the heads of
+  ``--aaa-hinge-heads`` (``aaa`` by default; ``learned``: ``aaa`` and DAM
+  heads, Wang et al. §4.1's task(-and-layer)-adaptive diagonal models;
+  ``all``: every head, Eq. 9 as written), α = ``--aaa-alpha``, constant or
+  rising linearly from 0 at update 0 to its value at update
   ``--aaa-alpha-updates``;
 * head gates (Voita et al. 2019): ``--gate-lambda`` · the model's L0 term
   (``--gate-penalty``).
@@ -24,8 +27,9 @@ result tables rank runs by the task; each penalty is its own scalar
 fairseq sums logging outputs over micro-batches (``--update-freq``) and
 workers before :meth:`reduce_metrics`, so every rate is logged as a (sum,
 count) pair and divided there: ρ overall and per layer (``rho``,
-``rho_l1``, ...), the DAM density, τ, ``aaa_alpha``, the share of open gates
-and of active AAA rows and columns.  ``--mask-image-interval N`` writes the
+``rho_l1``, ...), ρ of the ``aaa`` heads and of the hinge's heads
+(``aaa_rho``, ``hinge_rho``), the DAM density, τ, ``aaa_alpha``, the share of
+open gates and of active AAA rows and columns.  ``--mask-image-interval N`` writes the
 learned masks as heatmaps to the run's TensorBoard directory every N updates.
 """
 
@@ -36,19 +40,20 @@ from typing import Dict, Optional, Tuple
 
 import torch
 from fairseq import metrics
-from fairseq.dataclass import FairseqDataclass
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from omegaconf import II
 from torch import Tensor
 
 from ..errors import OptionError, warn_once
-from ..attention.penalties import SparsityTerms
+from ..attention.penalties import HINGE_HEADS, SparsityTerms
 
 PENALTIES = ("dam_loss", "aaa_loss", "gate_loss")
 # Logged rates: name -> (sum key, count key).
 RATES = {"rho": ("rho_sum", "rho_count"), "dam_density": ("dam_density_sum", "dam_count"),
          "aaa_rho": ("aaa_rho_sum", "aaa_count"), "tau": ("tau_sum", "tau_count"),
          "aaa_alpha": ("aaa_alpha_sum", "aaa_alpha_count"), "gates_open": ("gate_open", "gate_count"),
-         "aaa_rows": ("aaa_rows", "aaa_tokens"), "aaa_cols": ("aaa_cols", "aaa_tokens")}
+         "aaa_rows": ("aaa_rows", "aaa_tokens"), "aaa_cols": ("aaa_cols", "aaa_tokens"),
+         "hinge_rho": ("hinge_rho_sum", "hinge_count")}
 
 
 @dataclass
@@ -59,6 +64,10 @@ class SparsityLossConfig(FairseqDataclass):
     aaa_alpha: float = field(default=0.0, metadata={
         "help": "AAA: (maximum) weight of the sparsity hinge (Adaptive Axis Attention Eq. 10)"})
     aaa_target: float = field(default=0.0, metadata={"help": "AAA: target sparsity rho_target in [0, 1]"})
+    aaa_hinge_heads: ChoiceEnum(HINGE_HEADS) = field(default="aaa", metadata={
+        "help": "heads whose rho (Eq. 9) the hinge of --aaa-alpha/--aaa-target reads: aaa (default), learned "
+                "(aaa and dam-u/dam-s heads: Wang et al. §4.1's adaptive diagonal models, alone or beside "
+                "--dam-lambda) or all (every head, Eq. 9 as written; fixed heads only shift rho)"})
     aaa_alpha_updates: int = field(default=0, metadata={
         "help": "AAA: alpha rises linearly to --aaa-alpha at this update, then stays (0: constant)"})
     gate_lambda: float = field(default=0.0, metadata={
@@ -96,6 +105,8 @@ class SparsityLoss:
                 raise OptionError(f"--{name.replace('_', '-')} must be >= 0, not {getattr(cfg, name)}")
         if not 0.0 <= cfg.aaa_target <= 1.0:
             raise OptionError(f"--aaa-target must be in [0, 1], not {cfg.aaa_target}")
+        if str(cfg.aaa_hinge_heads) not in HINGE_HEADS:
+            raise OptionError(f"--aaa-hinge-heads must be one of {', '.join(HINGE_HEADS)}, not {cfg.aaa_hinge_heads}")
         self.sparsity_cfg = cfg
         self._image_writer = None
 
@@ -124,10 +135,13 @@ class SparsityLoss:
         """Warn once (at the first step) about a penalty weight that the model
         has no heads for: it has no effect."""
         cfg = self.sparsity_cfg
-        for option, weight, kind, term in (("--dam-lambda", cfg.dam_lambda, "dam-u/dam-s", "dam"),
-                                           ("--aaa-alpha", cfg.aaa_alpha, "aaa", "aaa_rho"),
-                                           ("--gate-lambda", cfg.gate_lambda, "':gate'", "gate")):
-            if weight > 0 and (terms is None or getattr(terms, term) is None):
+        heads = str(cfg.aaa_hinge_heads)
+        hinge = None if terms is None else terms.hinge_rho("aaa" if heads == "aaa" else "learned")
+        hinge_kind = "aaa" if heads == "aaa" else "learned (aaa, dam-u, dam-s)"
+        for option, weight, kind, term in (("--dam-lambda", cfg.dam_lambda, "dam-u/dam-s", terms and terms.dam),
+                                           ("--aaa-alpha", cfg.aaa_alpha, hinge_kind, hinge),
+                                           ("--gate-lambda", cfg.gate_lambda, "':gate'", terms and terms.gate)):
+            if weight > 0 and term is None:
                 warn_once(f"{option} {weight} has no effect: the model has no {kind} heads")
 
     def penalties(self, terms: SparsityTerms, sample_size) -> Tuple[Tensor, Dict[str, float]]:
@@ -138,17 +152,20 @@ class SparsityLoss:
         found = {}
         if terms.dam is not None:
             found["dam_loss"] = cfg.dam_lambda * terms.dam
-        if terms.aaa_rho is not None:
+        heads = str(cfg.aaa_hinge_heads)
+        rho = terms.hinge_rho(heads)
+        if rho is not None and "learned" in terms.rho_counts:  # Eq. 10 on the chosen heads' ρ (Eq. 9)
             alpha = self.aaa_weight(terms.num_updates)
-            found["aaa_loss"] = alpha * torch.relu(cfg.aaa_target - terms.aaa_rho)
+            found["aaa_loss"] = alpha * torch.relu(cfg.aaa_target - rho)
             terms.log["aaa_alpha_sum"], terms.log["aaa_alpha_count"] = alpha, 1.0
+            terms.log["hinge_rho_sum"], terms.log["hinge_count"] = terms.hinge_log(heads)
         if terms.gate is not None:
             found["gate_loss"] = cfg.gate_lambda * terms.gate
         total = 0.0
         log = dict(terms.log)
         for name, term in found.items():
             total = total + term * sample_size
-            log[name] = float(term) * sample_size
+            log[name] = float(term.detach()) * sample_size
         return total, log
 
     @classmethod

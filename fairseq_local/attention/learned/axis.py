@@ -2,6 +2,8 @@
 Eq. 11–12): per token, a row and a column indicator, and the pattern
 B OR ``local-W`` they make."""
 
+from typing import Dict
+
 import torch
 from torch import Tensor, nn
 
@@ -10,19 +12,51 @@ from .noise import gumbel_sigmoid
 
 class AxisSelector(nn.Module):
     """The FC layer of Adaptive Axis Attention (Eq. 11): token
-    representation (d) -> a row logit and a column logit."""
+    representation (d) -> a row logit and a column logit.
 
-    def __init__(self, embed_dim: int) -> None:
+    ``lr_scale`` s (``--aaa-lr-scale``) multiplies the selector's learning
+    rate under Adam-type optimizers: the layer computes s·(W'x + b') from
+    stored parameters W' = W/s, b' = b/s.  Adam moves each stored parameter
+    by about lr per update whatever its gradient's scale, so the effective
+    W, b move s times as far (under plain SGD s² times).  A gradient scaling
+    (:func:`~.noise.scale_grad`) would not do it: Adam divides it out.  The
+    fine-tuning learning rate (1e-5 … 2e-4) leaves a freshly initialised
+    selector, whose logits must move by O(1) to reach a target ρ (Eq. 10),
+    nearly where it started in a few hundred updates.  Checkpoints hold the
+    effective W and b (a state-dict hook multiplies by s, loading divides),
+    so they do not depend on s; ``state_dict(keep_vars=True)`` gives detached
+    effective tensors, not the parameters, when s ≠ 1."""
+
+    def __init__(self, embed_dim: int, lr_scale: float = 1.0) -> None:
         super().__init__()
+        if not lr_scale > 0:
+            raise ValueError(f"the AAA selector's learning-rate scale (--aaa-lr-scale) must be > 0, not {lr_scale}")
+        self.lr_scale = float(lr_scale)
         self.fc = nn.Linear(embed_dim, 2)
         self.reset_parameters()
+        self.register_state_dict_post_hook(_save_effective)
+        self.register_load_state_dict_pre_hook(_load_effective)
 
     def reset_parameters(self) -> None:
         """Xavier-uniform weights, zero bias (so that a fresh selector is
-        not biased towards rows or columns); RoBERTa models call it again
-        after fairseq's ``init_bert_params``."""
+        not biased towards rows or columns), as effective weights: the
+        stored W' is W/s.  RoBERTa models call it again after fairseq's
+        ``init_bert_params``."""
         nn.init.xavier_uniform_(self.fc.weight)
         nn.init.zeros_(self.fc.bias)
+        if self.lr_scale != 1.0:
+            with torch.no_grad():
+                self.fc.weight.div_(self.lr_scale)
+
+    def effective(self) -> Dict[str, Tensor]:
+        """The effective (s-independent) ``weight`` (2, d) and ``bias`` (2,), detached."""
+        return {"weight": self.fc.weight.detach() * self.lr_scale, "bias": self.fc.bias.detach() * self.lr_scale}
+
+    def logits(self, x: Tensor) -> Tensor:
+        """x (T, B, d) -> (T, B, 2): the row and column logits s·(W'x + b')
+        (Eq. 11's f_FC), not back-propagating into ``x`` (see :meth:`indicators`)."""
+        out = self.fc(x.detach())
+        return out * self.lr_scale if self.lr_scale != 1.0 else out
 
     def indicators(self, x: Tensor, tau: float) -> Tensor:
         """x (T, B, d) -> (2, B, T) float32: I_r and I_c, exactly 0/1.  Training: the
@@ -32,7 +66,7 @@ class AxisSelector(nn.Module):
         C·(1 − B), C = −1e4, the straight-through gradient is ~1e4 times the
         task's, and flowing into the residual stream it would compound layer
         by layer (a gradient norm of ~1e18 after 12 layers)."""
-        logits = self.fc(x.detach()).permute(2, 1, 0)  # (2, B, T)
+        logits = self.logits(x).permute(2, 1, 0)  # (2, B, T)
         if not self.training:
             return (logits > 0).float()
         return gumbel_sigmoid(logits, tau, hard=True)
@@ -87,3 +121,23 @@ def _window_sum(x: Tensor, window: int) -> Tensor:
     cum = torch.nn.functional.pad(x.cumsum(-1), (1, 0))  # cum[k] = Σ_{j<k} x_j, (B, T + 1)
     i = torch.arange(T, device=x.device)
     return cum[..., (i + w + 1).clamp(max=T)] - cum[..., (i - w).clamp(min=0)]
+
+
+_EFFECTIVE = ("fc.weight", "fc.bias")
+
+
+def _save_effective(module: AxisSelector, state_dict: Dict[str, Tensor], prefix: str, local_metadata) -> None:
+    """State-dict post-hook: the stored W', b' times s, the effective W, b."""
+    if module.lr_scale != 1.0:
+        for name in _EFFECTIVE:
+            if prefix + name in state_dict:
+                state_dict[prefix + name] = state_dict[prefix + name].detach() * module.lr_scale
+
+
+def _load_effective(module: AxisSelector, state_dict: Dict[str, Tensor], prefix: str, *args) -> None:
+    """Load pre-hook: effective W, b (a checkpoint's) to the stored W/s, b/s.
+    ``state_dict`` is torch's shallow copy: the caller's dict is unchanged."""
+    if module.lr_scale != 1.0:
+        for name in _EFFECTIVE:
+            if prefix + name in state_dict:
+                state_dict[prefix + name] = state_dict[prefix + name] / module.lr_scale

@@ -207,3 +207,20 @@ def test_segment_embeddings_are_padding_invariant_and_change_the_second_sentence
         model.encoder.sentence_encoder.embed_tokens.segments.weight[1] += torch.randn(48)  # (LayerNorm drops a constant)
     assert not torch.allclose(feats(pair), before_pair, atol=1e-3)
     torch.testing.assert_close(feats(single), before_single)
+
+
+def test_aaa_lr_scale_reaches_the_selector_and_leaves_the_model_unchanged():
+    torch.manual_seed(0)
+    plain = build_roberta("roberta_aaa", dict(TINY, encoder_embed_dim=768, encoder_ffn_embed_dim=64))
+    torch.manual_seed(0)
+    scaled = build_roberta("roberta_aaa", dict(TINY, encoder_embed_dim=768, encoder_ffn_embed_dim=64,
+                                               aaa_lr_scale=30.0))
+    sels = [m for m in scaled.modules() if isinstance(m, AxisSelector)]
+    assert sels and all(s.lr_scale == 30.0 for s in sels)
+    assert all(s.lr_scale == 1.0 for s in plain.modules() if isinstance(s, AxisSelector))
+    # the same effective weights (Xavier-uniform, as without the scale), so the same model
+    a, b = plain.state_dict(), scaled.state_dict()
+    assert list(a) == list(b)
+    for key, value in a.items():
+        if torch.is_tensor(value):
+            assert torch.allclose(value, b[key], atol=1e-6), key
