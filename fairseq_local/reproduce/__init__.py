@@ -14,7 +14,8 @@ every measured table beside the paper's numbers.
 
 PAPERS = {"pande": "Pande et al.: local heads and Q/K tying (Tables 1-4, Figs. 1-3)",
           "sparsebert": "Shi et al. (SparseBERT): no diagonal, DAM vs fixed sparse masks (Tables 1, 3, Figs. 3, 6)",
-          "voita": "Voita et al.: head roles, importance and pruning (Figs. 1, 7, 8, §8)"}
+          "voita": "Voita et al.: head roles, importance and pruning (Figs. 1, 7, 8, §8)",
+          "aaa": "Wang et al. (Adaptive Axis Attention): sparse fine-tuning, local/global, AAA (Tables 1, 3-6, Fig. 2)"}
 SCALES = ("tiny", "small", "paper")
 
 
