@@ -14,9 +14,14 @@ from pathlib import Path
 from typing import List, Optional, Sequence, Union
 
 import numpy as np
-from matplotlib.colors import ListedColormap
-from matplotlib.figure import Figure
-from matplotlib.patches import Patch
+
+# keep matplotlib's import-time lines and font search quiet when the caller's root logger is at DEBUG
+# (importing fairseq sets it so): before matplotlib's first import
+logging.getLogger("matplotlib").setLevel(logging.WARNING)
+
+from matplotlib.colors import ListedColormap  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
 __all__ = [
     "plot_bias_thresholds",
@@ -28,9 +33,6 @@ __all__ = [
     "plot_centres_overlay",
     "plot_example_maps",
 ]
-
-# keep matplotlib's font search quiet when the caller's root logger is at DEBUG
-logging.getLogger("matplotlib").setLevel(logging.WARNING)
 
 PathLike = Union[str, Path]
 BLUE, ORANGE, GREEN, PURPLE, NEUTRAL = "tab:blue", "tab:orange", "tab:green", "tab:purple", "#dddddd"
