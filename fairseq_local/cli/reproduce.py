@@ -113,18 +113,25 @@ SUMMARY_TITLE = "# The papers, reproduced"
 
 def write_summary(runs: Path, scale: str, papers: List[str], reports: List[Path]) -> Path:
     """RUNS/summary.md: each paper's report and its count of findings
-    (the report's line "N findings: ...")."""
+    (the report's line "N findings: ..."), then every finding with its
+    verdict, paper by paper."""
     from .. import outputs
     from ..reproduce import PAPERS
-    from ..reproduce.report import table
+    from ..reproduce.report import read_findings, table
 
-    rows = []
+    rows, sections = [], []
     for paper, report in zip(papers, reports):
-        counts = next((line for line in report.read_text(encoding="utf-8").splitlines()
-                       if " findings: " in line), "-")
-        rows.append([PAPERS[paper], counts.rstrip("."), f"[{paper}/report.md]({report.relative_to(runs)})"])
+        text = report.read_text(encoding="utf-8")
+        counts = next((line for line in text.splitlines() if " findings: " in line), "-")
+        link = f"[{paper}/report.md]({report.relative_to(runs).as_posix()})"
+        rows.append([PAPERS[paper], counts.rstrip("."), link])
+        found = read_findings(text)
+        if found:
+            cells = [[f.id, f.text.replace("|", "\\|"), f.verdict] for f in found]
+            sections.append(f"\n## {PAPERS[paper]}\n\nFrom {link}.\n\n" + table(["", "finding", "verdict"], cells))
     path = runs / "summary.md"
-    outputs.write_text(path, f"{SUMMARY_TITLE} at `{scale}` scale\n\n" + table(["paper", "findings", "report"], rows))
+    outputs.write_text(path, f"{SUMMARY_TITLE} at `{scale}` scale\n\n"
+                       + table(["paper", "findings", "report"], rows) + "".join(sections))
     return path
 
 

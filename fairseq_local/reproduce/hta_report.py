@@ -329,7 +329,8 @@ def write_report(plan: Plan) -> Path:
              "previous-layer contribution (`analyze hta`, Eq. 1 per head output).", "", head_table(results)]
     for what, r in results.items():
         parts += [f"## `{what}`: {MODELS[what]}", "", "Correlations: the median over the heads of a layer; "
-                  "centres of mass: the mean over its heads (negative: past tokens).", "", layer_table(r), *_links(plan, analysis_dir(plan, what), FIGURES),
+                  "centres of mass: the mean over its heads (negative: past tokens).", "", layer_table(r),
+                  *_links(plan, analysis_dir(plan, what), FIGURES),
                   ""]
     parts += ["## Figs. 4-5: centres of mass of every analysis", "",
               "Attention solid, input contribution dashed (`analyze table --centres`); negative: past tokens.", ""]

@@ -88,6 +88,15 @@ class Finding:
         return f"- **{self.id}** {self.text} **{self.verdict}**: {self.evidence}"
 
 
+def read_findings(text: str) -> List[Finding]:
+    """The findings of a report's text: its :meth:`Finding.line` lines."""
+    import re
+
+    verdicts = "|".join(re.escape(v) for v in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE))
+    pattern = re.compile(rf"^- \*\*(\S+)\*\* (.*) \*\*({verdicts})\*\*: (.*)$")
+    return [Finding(*m.groups()) for m in map(pattern.match, text.splitlines()) if m]
+
+
 def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table."""
     out = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]

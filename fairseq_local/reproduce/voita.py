@@ -86,7 +86,8 @@ def build(scale: str, runs: Path) -> Plan:
         t_train, t_gen = s.minutes[:2]  # type: ignore[index]
         plan.add(f"{PAPER}/nmt/base/train", "config (a), all heads global: training",
                  ["bash", "scripts/train.sh", "--data", data, "--arch", "a", "--save-dir", run, "--",
-                  *decoder_layers(nmt_flags(PANDE_SCALES[scale]), DECODER_LAYERS), "--max-update", PANDE_SCALES[scale].nmt_updates, "--seed", 1], t_train)
+                  *decoder_layers(nmt_flags(PANDE_SCALES[scale]), DECODER_LAYERS),
+                  "--max-update", PANDE_SCALES[scale].nmt_updates, "--seed", 1], t_train)
         plan.add(f"{PAPER}/nmt/base/test", "config (a): translating the test set",
                  ["bash", "scripts/generate.sh", "--data", data, "--checkpoint", run / "checkpoint_last.pt",
                   "--out", run, "--ref", ref], t_gen)

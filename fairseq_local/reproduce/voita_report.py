@@ -191,7 +191,8 @@ def write_report(plan: Plan) -> Path:
     plan.out.mkdir(parents=True, exist_ok=True)
     figs = []
     if points:
-        figs.append(f"![Fig. 1: importance against confidence]({plot_heads(points, plan.out / 'report_heads.png').name})")
+        png = plot_heads(points, plan.out / "report_heads.png")
+        figs.append(f"![Fig. 1: importance against confidence]({png.name})")
     if rows:  # the figures again from the JSON, so that the report and its figures agree
         plot_curve(rows, str(plan.out / "report_curve.png"))
         plot_roles(rows, str(plan.out / "report_roles.png"))

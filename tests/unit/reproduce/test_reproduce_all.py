@@ -56,3 +56,25 @@ def test_a_foreign_summary_is_refused_before_anything_runs(tmp_path, monkeypatch
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1 and "summary.md" in err
     assert (runs / "summary.md").read_text() == "my notes\n"
+
+
+def test_the_summary_lists_every_finding_with_its_verdict(tmp_path):
+    from fairseq_local.reproduce.report import (NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Finding,
+                                                findings_section, read_findings)
+
+    found = [Finding("V1", "Heads that matter are confident (§4).", REPRODUCED, "ρ +0.43 (p = 0.002)"),
+             Finding("W8", "AAA reaches |target| ρ.", NOT_REPRODUCED, "0.61 against 0.73: **short**"),
+             Finding("H9", "German BERT too.", NOT_COMPARABLE, "no German model")]
+    text = "# T at x\n\n" + findings_section(found) + "\n## Tables\n\n- **not** a finding line\n"
+    assert read_findings(text) == found  # the inverse of Finding.line
+    runs = tmp_path / "r"
+    (runs / "voita").mkdir(parents=True)
+    (runs / "voita" / "report.md").write_text(text)
+    lines = cli.write_summary(runs, "tiny", ["voita"], [runs / "voita" / "report.md"]).read_text().splitlines()
+    assert lines[4] == f"| {PAPERS['voita']} | 3 findings: 1 reproduced, 1 not reproduced, 1 not comparable " \
+                       "| [voita/report.md](voita/report.md) |"
+    assert lines[5:] == ["", f"## {PAPERS['voita']}", "", "From [voita/report.md](voita/report.md).", "",
+                         "|  | finding | verdict |", "|---|---|---|",
+                         "| V1 | Heads that matter are confident (§4). | reproduced |",
+                         "| W8 | AAA reaches \\|target\\| ρ. | not reproduced |",
+                         "| H9 | German BERT too. | not comparable |"]
