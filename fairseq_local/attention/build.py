@@ -77,5 +77,5 @@ class AttentionBuilder:
             cfg = self.cfg
             self.dam[key] = DamMask(spec.structured, self.dam_max_len, init=cfg.dam_init,
                                     init_std=cfg.dam_init_std, estimator=str(cfg.dam_estimator),
-                                    noise=not cfg.dam_no_noise)
+                                    noise=not cfg.dam_no_noise, lr_scale=cfg.dam_lr_scale)
         return self.dam[key]

@@ -82,6 +82,10 @@ class AttentionConfig(FairseqDataclass):
         "help": "train DAM with the soft mask P = sigmoid(alpha) in the forward pass, without Gumbel "
                 "noise, whatever --dam-estimator (SparseBERT §3.1, Eq. 3-4; §3.1 exactly: "
                 "--arch transformer_dam_u --dam-no-noise --mask-mode post, --dam-lambda 0)"})
+    dam_lr_scale: Optional[float] = field(default=None, metadata={
+        "help": "dam-u/dam-s: multiply the DAM logits alpha's learning rate by this (Adam-type optimizers; SGD: "
+                "its square) so that they reach --aaa-target (--aaa-hinge-heads learned) or a sparsity in a short "
+                "fine-tuning; checkpoints do not depend on it (default 1)"})
     aaa_lr_scale: Optional[float] = field(default=None, metadata={
         "help": "aaa: multiply the axis selector's learning rate by this (Adam-type optimizers; SGD: its square) "
                 "so that it reaches --aaa-target in a short fine-tuning; checkpoints do not depend on it (default 1)"})
@@ -111,8 +115,8 @@ class AttentionConfig(FairseqDataclass):
 
 DEFAULTS: Dict[str, object] = dict(
     mask_mode="post", attn_impl="auto", mask_neg=-1e4, dam_estimator="hard", dam_init=0.0, dam_init_std=1e-3,
-    dam_l1="sum", aaa_lr_scale=1.0, tau_start=1.0, tau_anneal="constant", tau_anneal_updates=0, gate_preset="louizos",
-    gate_gamma=-0.1, gate_zeta=1.1,
+    dam_l1="sum", dam_lr_scale=1.0, aaa_lr_scale=1.0, tau_start=1.0, tau_anneal="constant", tau_anneal_updates=0,
+    gate_preset="louizos", gate_gamma=-0.1, gate_zeta=1.1,
 )
 OPTION_NAMES = tuple(f.name for f in fields(AttentionConfig) if not f.name.startswith("_"))
 
@@ -166,6 +170,7 @@ def validate(cfg: AttentionConfig) -> None:
     checks = [
         (cfg.dam_max_len is None or cfg.dam_max_len >= 1, f"--dam-max-len must be >= 1, not {cfg.dam_max_len}"),
         ((cfg.dam_init_std or 0) >= 0, f"--dam-init-std must be >= 0, not {cfg.dam_init_std}"),
+        (cfg.dam_lr_scale is None or cfg.dam_lr_scale > 0, f"--dam-lr-scale must be > 0, not {cfg.dam_lr_scale}"),
         (cfg.mask_neg is None or cfg.mask_neg < 0, f"--mask-neg must be < 0, not {cfg.mask_neg}"),
     ]
     for ok, message in checks:

@@ -1,7 +1,8 @@
 """SparseBERT's Differentiable Attention Mask (Shi et al. 2021, §3.1, §4.1,
 Algorithm 1, Eq. 3–5): the α of one DAM head and the mask M(α) it samples."""
 
-from typing import Optional
+import weakref
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -32,6 +33,19 @@ class DamMask(nn.Module):
         noise: False trains with P = sigmoid(α) itself in the forward pass, no
             Gumbel noise and no sample, whatever ``estimator`` (the importance
             analysis of SparseBERT §3.1, Eq. 3–4).
+        lr_scale: s of ``--dam-lr-scale`` (> 0, default 1), see below.
+
+    ``lr_scale`` s multiplies α's learning rate under Adam-type optimizers,
+    as :class:`~.axis.AxisSelector`'s does its weights: the parameter
+    ``alpha`` stores α' = α/s and every reader uses α = s·α'
+    (:meth:`effective_alpha`), so Adam, which moves each stored entry by
+    about lr per update whatever its gradient's scale, moves α s times as
+    far (plain SGD: s² times).  Values, masks and initialisation (α ~
+    N(init, init_std²)) do not depend on s, nor do checkpoints: the state
+    dict holds the effective α (a hook multiplies by s, loading divides),
+    one tensor for all the layers that share this module, as without a
+    scale; ``state_dict(keep_vars=True)`` gives a detached tensor, not the
+    parameter, when s ≠ 1.  ``.alpha`` itself is α' (= α at s = 1).
 
     The noise of an update is this module's own state, drawn by
     :meth:`resample` once per training forward pass (entering the encoder's
@@ -42,17 +56,30 @@ class DamMask(nn.Module):
     """
 
     def __init__(self, structured: bool, max_len: int, init: float = 0.0, init_std: float = 0.0,
-                 estimator: str = "hard", noise: bool = True) -> None:
+                 estimator: str = "hard", noise: bool = True, lr_scale: float = 1.0) -> None:
         super().__init__()
         if estimator not in DAM_ESTIMATORS:
             raise ValueError(f"DAM estimator must be one of {DAM_ESTIMATORS}, not {estimator!r}")
+        if not lr_scale > 0:
+            raise ValueError(f"the DAM α's learning-rate scale (--dam-lr-scale) must be > 0, not {lr_scale}")
+        self.lr_scale = float(lr_scale)
         self.structured = structured
         self.max_len = max_len
         self.estimator = estimator
         self.use_noise = noise
         size = max_len if structured else max_len * (max_len + 1) // 2
-        self.alpha = nn.Parameter(torch.randn(size) * init_std + init)
+        alpha = torch.randn(size) * init_std + init  # the effective α
+        self.alpha = nn.Parameter(alpha / self.lr_scale if self.lr_scale != 1.0 else alpha)  # α' = α/s
         self.noise: Optional[Tensor] = None  # this update's G1 − G2, one per α
+        self.register_state_dict_post_hook(_save_effective)
+        self.register_load_state_dict_pre_hook(_load_effective)
+
+    def effective_alpha(self, idx: Optional[Tensor] = None) -> Tensor:
+        """The effective α = s·α' (at indices ``idx``; None: all), float32,
+        differentiable (detach for a value).  At s = 1 and ``idx`` None it is
+        ``alpha`` itself when that is float32 (clone it to keep a value)."""
+        alpha = (self.alpha if idx is None else self.alpha[idx]).float()
+        return alpha * self.lr_scale if self.lr_scale != 1.0 else alpha
 
     def resample(self) -> None:
         """Draw new Gumbel noise G1 − G2 for every α (shared along diagonals
@@ -72,7 +99,7 @@ class DamMask(nn.Module):
         this update (hard or soft, see the class), or without noise
         P = sigmoid(α) itself, forward and backward (SparseBERT §3.1, Eq. 3;
         no τ); evaluation: 1[α > 0].  Float32 whatever α's dtype."""
-        alpha = self.alpha[idx].float()
+        alpha = self.effective_alpha(idx)
         if not self.training:
             return (alpha > 0).float()
         if not self.use_noise:
@@ -116,7 +143,7 @@ class DamMask(nn.Module):
         For ``dam-s`` the first and last rows and columns are 1."""
         pos = torch.arange(n, device=self.alpha.device)
         i, j = pos[:, None], pos[None, :]
-        alpha = self.alpha.detach()[self.index(i, j)]
+        alpha = self.effective_alpha(self.index(i, j)).detach()
         m = (alpha > 0).float() if what == "hard" else torch.sigmoid(alpha)
         if self.structured:
             m = torch.where((i == 0) | (j == 0) | (i == n - 1) | (j == n - 1), torch.ones_like(m), m)
@@ -162,3 +189,36 @@ class DamMask(nn.Module):
         else:
             out = self.values(self.index(i.clamp(min=0), j.clamp(min=0)), tau)
         return out * real
+
+
+# (id(module)) -> (the state dict being written, the effective α saved in it, α's version then), all weak:
+# the layers that share one DamMask save one tensor, as they share one parameter without a scale.
+_SAVED: Dict[int, Tuple["weakref.ref", "weakref.ref", int]] = {}
+
+
+def _save_effective(module: DamMask, state_dict: Dict[str, Tensor], prefix: str, local_metadata) -> None:
+    """State-dict post-hook: the stored α' times s, the effective α, one
+    tensor per state dict however many layers share the module."""
+    key = prefix + "alpha"
+    if module.lr_scale == 1.0 or key not in state_dict:
+        return
+    version = module.alpha._version
+    cached = _SAVED.get(id(module))
+    effective = cached[1]() if cached is not None and cached[0]() is state_dict and cached[2] == version else None
+    if effective is None:
+        effective = module.alpha.detach() * module.lr_scale
+        for k in [k for k, (d, t, _) in _SAVED.items() if d() is None or t() is None]:
+            del _SAVED[k]
+        try:
+            _SAVED[id(module)] = (weakref.ref(state_dict), weakref.ref(effective), version)
+        except TypeError:  # a destination that takes no weak reference: one tensor per layer
+            pass
+    state_dict[key] = effective
+
+
+def _load_effective(module: DamMask, state_dict: Dict[str, Tensor], prefix: str, *args) -> None:
+    """Load pre-hook: the effective α (a checkpoint's) to the stored α/s.
+    ``state_dict`` is torch's shallow copy: the caller's dict is unchanged."""
+    key = prefix + "alpha"
+    if module.lr_scale != 1.0 and key in state_dict:
+        state_dict[key] = state_dict[key] / module.lr_scale
