@@ -13,13 +13,20 @@ output at token j (each contribution row sums to 1, Pascual et al. Eq. 1).
   that offset, divided by the number of (query, key) pairs with that offset.
 - Centre of mass (Fig. 4-5): sum(offset * hist) / sum(hist) per head, averaged over
   the heads of a layer.
+- Mass on special tokens (Fig. 7, vertical heads): per head, the mean over non-special
+  query rows (``word_ids != -1``) of the row's sum over special keys (``word_ids == -1``:
+  ``<s>``, ``</s>``, a pair's two separator ``</s>``), of attention and of the input
+  contribution.
+- Own-sentence mass (pairs, Fig. 7's blocks): per head, the mean over the same rows of
+  the input contribution's sum over the keys of the query's own sentence, beside the
+  mean share of the input's tokens that are of the query's sentence (a uniform row's mass).
 
 numpy, scipy and torch only; no fairseq import.
 """
 
 import math
 import warnings
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -111,6 +118,44 @@ class _Histogram:
         return hist, centre
 
 
+class _RowMass:
+    """Per-head sums over query rows of a map's mass on chosen keys, and the rows counted."""
+
+    def __init__(self) -> None:
+        self.sums: Optional[np.ndarray] = None  # (L, H) float64
+        self.rows = 0
+
+    def add(self, values: Tensor, query: np.ndarray, keys: np.ndarray) -> None:
+        """Add ``values[l, h, j, keys[r]].sum()`` of each row j = ``query[r]``.
+
+        Args:
+            values: (L, H, T, T), row = query, column = key.
+            query: (R,) int64, the query rows counted.
+            keys: (R, T) bool, the keys summed in each of those rows.
+        """
+        x = _numpy(values)
+        if self.sums is None:
+            self.sums = np.zeros(x.shape[:2])
+        self.sums += np.einsum("lhrt,rt->lh", x[:, :, query, :], keys.astype(np.float64))
+        self.rows += len(query)
+
+    def mean(self) -> Optional[list]:
+        """[[mean per head] per layer], or None when no row was counted."""
+        if self.sums is None or self.rows == 0:
+            return None
+        return to_json(self.sums / self.rows)
+
+
+def _token_ids(name: str, ids: Optional[Sequence[int]], length: int) -> Optional[np.ndarray]:
+    """``ids`` (T,) as an int64 array, checked to have ``length`` entries; None stays None."""
+    if ids is None:
+        return None
+    out = np.asarray(ids, dtype=np.int64).reshape(-1)
+    if out.shape != (length,):
+        raise RecordError(f"{name} has {out.size} entries, the attention {length} tokens")
+    return out
+
+
 class PositionStats:
     """Per-head correlation and relative-position statistics over a corpus.
 
@@ -130,6 +175,11 @@ class PositionStats:
         self.correlation: Dict[str, List[np.ndarray]] = {}
         self.attention = _Histogram(max_len)
         self.contribution = _Histogram(max_len)
+        self.attention_special = _RowMass()
+        self.contribution_special = _RowMass()
+        self.pairs = False  # a sentence with sentence_ids was added
+        self.same_sentence = _RowMass()  # input contribution on the query's own sentence
+        self.share_sum = 0.0  # sum over the same rows of |own sentence| / T
 
     def _check(self, name: str, x: Tensor) -> None:
         if not isinstance(x, Tensor) or x.dim() != 4 or x.shape[-1] != x.shape[-2]:
@@ -151,6 +201,8 @@ class PositionStats:
         attn: Tensor,
         prev_contrib: Optional[Tensor] = None,
         input_contrib: Optional[Tensor] = None,
+        word_ids: Optional[Sequence[int]] = None,
+        sentence_ids: Optional[Sequence[int]] = None,
     ) -> None:
         """Add one sentence.
 
@@ -159,7 +211,13 @@ class PositionStats:
             prev_contrib: (L, H, T, T) contributions of the layer's input (Pascual et al.
                 Fig. 1), or None.
             input_contrib: (L, H, T, T) contributions of the input embeddings (Fig. 6;
-                its histogram is the contribution histogram, Fig. 3), or None.
+                its histogram is the contribution histogram, Fig. 3), or None.  Rows are
+                taken as given, as the histograms take them: :func:`~.contribution.
+                input_contribution` has already divided each row by its sum (Eq. 1).
+            word_ids: (T,) the word of each token, -1 for a special token; without it
+                the sentence adds nothing to the special-token means.
+            sentence_ids: (T,) a pair's 0 / 1 per token of sentence A / B (-1 for a
+                special token); needs ``word_ids``.
         """
         self._check("attention", attn)
         layers, heads, length, _ = attn.shape
@@ -177,6 +235,10 @@ class PositionStats:
                     raise RecordError(
                         f"{name} has shape {tuple(contrib.shape)}, attention {tuple(attn.shape)}"
                     )
+        words = _token_ids("word_ids", word_ids, length)
+        sentences = _token_ids("sentence_ids", sentence_ids, length)
+        if sentences is not None and words is None:
+            raise RecordError("sentence_ids need word_ids")
         self.shape = (layers, heads)
         for kind, contrib in zip(CONTRIBUTIONS, (prev_contrib, input_contrib)):
             if contrib is not None:
@@ -184,7 +246,27 @@ class PositionStats:
         self.attention.add(attn)
         if input_contrib is not None:
             self.contribution.add(input_contrib)
+        self._add_special(attn, input_contrib, words, sentences)
         self.sentences += 1
+
+    def _add_special(self, attn: Tensor, input_contrib: Optional[Tensor],
+                     word_ids: Optional[np.ndarray], sentence_ids: Optional[np.ndarray]) -> None:
+        """The mass on special tokens and (pairs) on the own sentence, of the rows of
+        non-special queries.  attn, input_contrib: (L, H, T, T); the ids (T,) or None."""
+        self.pairs |= sentence_ids is not None
+        if word_ids is None:
+            return
+        special = word_ids == -1  # (T,)
+        query = np.flatnonzero(~special)  # (R,)
+        on_special = np.broadcast_to(special, (len(query), len(special)))  # (R, T)
+        self.attention_special.add(attn, query, on_special)
+        if input_contrib is None:
+            return
+        self.contribution_special.add(input_contrib, query, on_special)
+        if sentence_ids is not None:
+            own = (sentence_ids[None, :] == sentence_ids[query][:, None]) & ~special[None, :]  # (R, T)
+            self.same_sentence.add(input_contrib, query, own)
+            self.share_sum += float(own.sum()) / len(special)
 
     def _means(self, kind: str) -> Dict[str, Optional[list]]:
         if kind not in self.correlation:
@@ -211,6 +293,18 @@ class PositionStats:
         ((query, key) pairs per offset); ``attention_centre_per_head``,
         ``contribution_centre_per_head`` ([[...] per layer]); ``attention_centre``,
         ``contribution_centre`` ([mean over heads per layer]).
+
+        ``attention_special``, ``contribution_special`` ([[mean per head] per layer],
+        None without rows): the mean over the non-special query rows j (``word_ids[j]
+        != -1``) of every sentence of sum_{i: word_ids[i] == -1} a[l, h, j, i], of the
+        attention and of the input contribution (rows as given).  Pairs only (a
+        sentence was added with ``sentence_ids``): ``contribution_same_sentence``, the
+        mean over the same rows of the input contribution's sum over the keys i with
+        ``sentence_ids[i] == sentence_ids[j]``; and ``same_sentence_share``, the mean
+        over those rows of |{i : sentence_ids[i] == sentence_ids[j]}| / T, T counting
+        every token of the input, special ones included: the mass a row spread
+        uniformly over the T tokens would put on the own sentence (both None without
+        input contribution).
         """
         layers, heads = self.shape if self.shape is not None else (0, 0)
         out = {"sentences": self.sentences, "max_len": self.max_len, "layers": layers, "heads": heads}
@@ -225,6 +319,12 @@ class PositionStats:
             out[f"{name}_centre"] = (
                 None if centre is None else [mean_defined(row) for row in to_json(centre)]
             )
+        out["attention_special"] = self.attention_special.mean()
+        out["contribution_special"] = self.contribution_special.mean()
+        if self.pairs:
+            rows = self.same_sentence.rows
+            out["contribution_same_sentence"] = self.same_sentence.mean()
+            out["same_sentence_share"] = self.share_sum / rows if rows else None
         return out
 
 

@@ -71,7 +71,14 @@ def _example_heads(args: argparse.Namespace, layers: int, heads: int) -> List[Tu
 
 
 def run_hta(args: argparse.Namespace) -> List[str]:
-    """Compute and write the HTA statistics and figures; the names written."""
+    """Compute and write the HTA statistics and figures; the names written.
+
+    ``hta.json`` is :meth:`~fairseq_local.analysis.positions.PositionStats.result`
+    and ``skipped``: with ``attention_special`` and ``contribution_special`` (the
+    mean over non-special query rows of the mass on ``<s>``/``</s>``), and for
+    ``--pairs`` ``contribution_same_sentence`` and ``same_sentence_share`` (the
+    own-sentence input contribution and its uniform baseline, own-sentence
+    tokens / all T tokens of the pair); see that method for the exact means."""
     import torch
 
     from ..analysis.contribution import input_contribution
@@ -109,8 +116,10 @@ def run_hta(args: argparse.Namespace) -> List[str]:
             rec = record(item, cap, b)
             per_sentence[item.index] = (rec["attn"], prev[b, :, :, :n, :n].float().cpu(),
                                         None if inp is None else inp[b, :, :, :n, :n].float().cpu())
-    for k in sorted(per_sentence):
-        stats.add(*per_sentence[k])
+    items_by_index = {it.index: it for it in kept}
+    for k in sorted(per_sentence):  # word_ids: the special-token means; sentence_ids (pairs): the own-sentence ones
+        tokenised = items_by_index[k].input
+        stats.add(*per_sentence[k], word_ids=tokenised.word_ids, sentence_ids=tokenised.sentence_ids)
     result = stats.result()
     result["skipped"] = skipped
     out = args.out
@@ -120,7 +129,6 @@ def run_hta(args: argparse.Namespace) -> List[str]:
     figures = [str(p) for p in plot_correlations(result, os.path.join(out, "hta"))]
     figures += [str(p) for p in plot_histograms(result, os.path.join(out, "hta"))]
     figures.append(str(plot_centres(result, os.path.join(out, "hta_centres.png"))))
-    items_by_index = {it.index: it for it in kept}
     for k in wanted:  # Pascual et al. Fig. 7: attention (top) against contribution (bottom)
         attn, prev, inp = per_sentence[k]
         kind = "previous-layer contribution" if inp is None else "input contribution"

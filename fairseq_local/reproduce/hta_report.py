@@ -186,7 +186,7 @@ def special_finding(r: Optional[dict]) -> Finding:
     """H7: heads with at least VERTICAL of their attention on <s>/</s>, and
     their input contribution from those tokens below half of it.  Reads
     ``attention_special`` and ``contribution_special`` ([[per head] per
-    layer]), which ``analyze hta`` does not write yet."""
+    layer]) of ``analyze hta``'s hta.json."""
     att, con = _grid(r, "attention_special"), _grid(r, "contribution_special")
     if att is None or con is None:
         return _finding("H7", None, "hta.json has no attention and contribution mass on <s> and </s> "
@@ -208,8 +208,8 @@ def block_finding(r: Optional[dict]) -> Finding:
     exceeds its share of the tokens by BLOCK in the first third of the
     layers, and by less than half that in the last third.  Reads
     ``contribution_same_sentence`` ([[per head] per layer]) and
-    ``same_sentence_share`` (the mean own-sentence share of the tokens),
-    which ``analyze hta`` does not write yet."""
+    ``same_sentence_share`` (the mean own-sentence share of the tokens) of
+    ``analyze hta --pairs``' hta.json."""
     same, base = _grid(r, "contribution_same_sentence"), (r or {}).get("same_sentence_share")
     if same is None or not isinstance(base, (int, float)) or len(same) < 2:
         return _finding("H8", None, "hta.json has no same-sentence contribution of the pairs "

@@ -139,7 +139,7 @@ def test_findings_without_results_or_keys():
     assert [f.verdict for f in rep.findings({})] == [NOT_COMPARABLE] * 9
     r = _paperlike()
     for key in ("attention_special", "contribution_special", "contribution_same_sentence", "same_sentence_share"):
-        del r[key]  # what analyze hta writes today
+        del r[key]  # a result written before analyze hta had these keys
     verdicts = {f.id: f.verdict for f in rep.findings({"bert-pairs": r})}
     assert verdicts["H7"] == verdicts["H8"] == NOT_COMPARABLE and verdicts["H1"] == REPRODUCED
     r["pearson_input"] = r["spearman_input"] = r["contribution_centre"] = r["contribution_histogram"] = None  # --no-input
