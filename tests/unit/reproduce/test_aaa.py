@@ -209,7 +209,7 @@ def test_findings_on_fixture_values(runs):
     assert "12 findings: 7 reproduced, 2 not reproduced, 3 not comparable." in text
     # seed sd 2 pooled over Full, L2+G2 and AAA: margin 2 * 2 * sqrt(1/3 + 1) = 4.62 against one run
     assert "average Full − l2g2 +10.00; Full − l2g1r1 +12.00; margin ±4.62" in lines["W1"]
-    assert ("MNLI: global − local +6.50 (above; the paper: global more); QQP: global − local -6.50 (below"
+    assert ("over sizes 8: MNLI: global − local +7.00 (above; the paper: global more); QQP: global − local -7.00 (below"
             in lines["W5"])
     assert "average diag-task-layer − diag-task +2.00; dev ρ 81.0 % vs 80.0 %" in lines["W7"]
     assert "aaa-l2g1r1 − l2g1r1 +9.00 (dev ρ 70.0 % vs 78.0 %, not matched)" in lines["W9"]
