@@ -3,23 +3,18 @@ heads (``--aaa-hinge-heads learned|all``): exact ρ (Eq. 9) against a hand
 count, the gradient to the DAM logits against an independent autograd
 reference, and the logged (sum, count) pairs under fairseq's summing."""
 
-import argparse
 
 import pytest
 import torch
 
 import fairseq_local  # noqa: F401
 from fairseq import metrics
-from fairseq.data import Dictionary
-from fairseq.models import ARCH_CONFIG_REGISTRY
-from fairseq.tasks.translation import TranslationTask
 from helpers import make_attention, padding_mask
+from helpers.criteria import translation_setup
 from fairseq_local.attention.config import AttentionConfig
 from fairseq_local.attention.context import attention_context
 from fairseq_local.attention.penalties import sparsity_terms
 from fairseq_local.criteria import LabelSmoothedCrossEntropyWithSparsity, SparsityLoss, SparsityLossConfig
-from fairseq_local.criteria.label_smoothed import LabelSmoothedCrossEntropyWithSparsityConfig
-from fairseq_local.models import LocalTransformerModel
 
 D = 16
 HEADS = ["dam-s", "dam-u", "band-1", "global"]
@@ -107,24 +102,7 @@ def test_hinge_gradient_reaches_the_dam_logits(mode):
 
 
 def model_and_sample(**criterion):
-    d = Dictionary()
-    for i in range(40):
-        d.add_symbol(f"w{i}")
-    args = argparse.Namespace(encoder_embed_dim=16, encoder_ffn_embed_dim=32, decoder_embed_dim=16,
-                              decoder_ffn_embed_dim=32, encoder_layers=2, decoder_layers=1,
-                              encoder_attention_heads=4, decoder_attention_heads=2, dropout=0.0,
-                              attn_layout="[aaa,dam-s,dam-u,band-1]*2", dam_max_len=16)
-    ARCH_CONFIG_REGISTRY["transformer_local"](args)
-    task = TranslationTask(argparse.Namespace(left_pad_source=True), d, d)
-    torch.manual_seed(0)
-    model = LocalTransformerModel.build_model(args, task)
-    cfg = LabelSmoothedCrossEntropyWithSparsityConfig(label_smoothing=0.1, sentence_avg=False, **criterion)
-    crit = LabelSmoothedCrossEntropyWithSparsity(cfg, task)
-    src = torch.tensor([[1, 1, 5, 6, 7, 2], [5, 6, 7, 8, 9, 2]])
-    tgt = torch.tensor([[9, 8, 2, 1], [7, 6, 5, 2]])
-    prev = torch.tensor([[2, 9, 8, 1], [2, 7, 6, 5]])
-    sample = {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([4, 6]), "prev_output_tokens": prev},
-              "target": tgt, "ntokens": 7, "id": torch.arange(2)}
+    model, crit, _, sample = translation_setup("[aaa,dam-s,dam-u,band-1]*2", **criterion)
     return model, crit, sample
 
 

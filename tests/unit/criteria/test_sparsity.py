@@ -1,7 +1,6 @@
 """The sparsity mixin on a real model and criterion: the penalties, the task
 loss as ``loss``, the weights of the penalties, rates as (sum, count) pairs."""
 
-import argparse
 import math
 
 import pytest
@@ -9,39 +8,17 @@ import torch
 
 import fairseq_local  # noqa: F401
 from fairseq import metrics
-from fairseq.data import Dictionary
 from fairseq.criterions.label_smoothed_cross_entropy import LabelSmoothedCrossEntropyCriterion
-from fairseq.models import ARCH_CONFIG_REGISTRY
-from fairseq.tasks.translation import TranslationTask
+from helpers.criteria import translation_setup
 from fairseq_local.criteria import LabelSmoothedCrossEntropyWithSparsity, SparsityLoss, SparsityLossConfig
-from fairseq_local.criteria.label_smoothed import LabelSmoothedCrossEntropyWithSparsityConfig
 from fairseq_local.criteria.penalized import mask_images
-from fairseq_local.models import LocalTransformerModel
 
 LAYOUT = "[aaa,dam-s,global:gate,band-1]*2"
 
 
 def setup(**criterion):
-    d = Dictionary()
-    for i in range(40):
-        d.add_symbol(f"w{i}")
-    args = argparse.Namespace(encoder_embed_dim=16, encoder_ffn_embed_dim=32, decoder_embed_dim=16,
-                              decoder_ffn_embed_dim=32, encoder_layers=2, decoder_layers=1,
-                              encoder_attention_heads=4, decoder_attention_heads=2, dropout=0.0,
-                              attn_layout=LAYOUT, dam_max_len=16)
-    ARCH_CONFIG_REGISTRY["transformer_local"](args)
-    task = TranslationTask(argparse.Namespace(left_pad_source=True), d, d)
-    torch.manual_seed(0)
-    model = LocalTransformerModel.build_model(args, task)
-    cfg = LabelSmoothedCrossEntropyWithSparsityConfig(label_smoothing=0.1, sentence_avg=False, **criterion)
-    crit = LabelSmoothedCrossEntropyWithSparsity(cfg, task)
-    plain = LabelSmoothedCrossEntropyCriterion(task, False, 0.1)
-    src = torch.tensor([[1, 1, 5, 6, 7, 2], [5, 6, 7, 8, 9, 2]])
-    tgt = torch.tensor([[9, 8, 2, 1], [7, 6, 5, 2]])
-    prev = torch.tensor([[2, 9, 8, 1], [2, 7, 6, 5]])
-    sample = {"net_input": {"src_tokens": src, "src_lengths": torch.tensor([4, 6]), "prev_output_tokens": prev},
-              "target": tgt, "ntokens": 7, "id": torch.arange(2)}
-    return model, crit, plain, sample
+    model, crit, task, sample = translation_setup(LAYOUT, **criterion)
+    return model, crit, LabelSmoothedCrossEntropyCriterion(task, False, 0.1), sample
 
 
 @pytest.mark.parametrize("training", [True, False])
