@@ -284,7 +284,7 @@ def build(scale: str, runs: Path) -> Plan:
     if paper:
         plan.add(f"{PAPER}/masks/sparsebert", "the pre-trained SparseBERT's mask 1[alpha > 0] (Table 3's Fixed)",
                  ["fairseq-local", "export", bert_dir(plan, "sparsebert") / "checkpoint_last.pt", "--out",
-                  mask_file(plan, s, ""), "--n", 512])
+                  mask_file(plan, s, ""), "--n", 512], folders=[mask_file(plan, s, "").parent])
     all_rows = rows(s)
 
     def group(row: Row, seed: int) -> None:
@@ -314,7 +314,7 @@ def build(scale: str, runs: Path) -> Plan:
                 plan.add(f"{PAPER}/masks/dam-s-{task}", f"the task-adaptive diagonal learnt on {task}: "
                          "1[alpha > 0] (Table 3's Fixed on another task)",
                          ["fairseq-local", "export", ckpt, "--out", plan.out / "masks" / f"dam-s-{task}.pt",
-                          "--n", N], t_exp)
+                          "--n", N], t_exp, folders=[plan.out / "masks"])
         for seed in row_seeds(s, key):
             group(all_rows[key], seed)
     return plan

@@ -4,6 +4,7 @@ runner's skip and resume, and the refusal to mix scales in one folder."""
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -305,3 +306,15 @@ def test_the_estimate_starts_ready_steps_as_the_runner_does(tmp_path):
                                       "--out", tmp_path / f"ft{k}" / "eval"], 0.25)
     assert estimate(plan, 1) == 2.5 and estimate(plan, 2) == 1.25
     assert schedule(plan.steps[1:], 2) == 1.25  # ft1 counted as done: eval1 and ft2 start at once
+
+
+@pytest.mark.parametrize("scale", ["tiny", "small", "paper"])
+def test_commands_that_need_their_output_folder_get_it(tmp_path, scale):
+    """export and attention dump write a file and refuse a missing folder: the
+    step makes it (``folders``), or an earlier step writes it (a --save-dir)."""
+    for paper in PAPERS:
+        steps = paper_module(paper).build(scale, tmp_path).steps
+        for k, step in enumerate(steps):
+            if step.cmd[:2] == ("fairseq-local", "export") or step.cmd[:3] == ("fairseq-local", "attention", "dump"):
+                folder = str(Path(step.cmd[step.cmd.index("--out") + 1]).parent)
+                assert folder in step.folders or any(folder in e.writes() for e in steps[:k]), (paper, step.id)
