@@ -41,7 +41,13 @@ def valid_stats(run: Path) -> Dict[str, float]:
         a = float(acc.group(1)) if acc else float("-inf")
         if best is None or a >= best[0]:
             best = (a, vals)
-    return {} if best is None else best[1]
+    out = {} if best is None else dict(best[1])
+    train = [line for line in lines if "| train_inner |" in line]
+    for k in ("aaa_rho", "aaa_rows"):  # the last training values: what Eq. 10's hinge held (Gumbel noise on)
+        m = re.search(rf"\b{k}=([0-9.e+-]+)", train[-1]) if train else None
+        if m:
+            out[f"train_{k}"] = float(m.group(1))
+    return out
 
 
 def col(task: str, table1: bool = False) -> str:
@@ -193,9 +199,11 @@ def table6_md(r: Runs) -> str:
 
 
 def target_line(r: Runs, tol: float = 0.05) -> str:
-    """Whether each AAA run of Table 4 reached its ρ_target within ``tol`` (or went sparser), and by how much
-    the others missed."""
-    reached, missed, n = 0, [], 0
+    """How close each AAA run of Table 4 came to its ρ_target: in training
+    (the last logged ``aaa_rho``, which Eq. 10's hinge acts on, Gumbel noise
+    on) and on the dev set (the evaluation mask 1[logit > 0]); the runs off
+    by more than ``tol`` with by how much, and why the two differ."""
+    n, train_ok, dev_ok, off, rows, sparser = 0, 0, 0, [], [], False
     for key in AAA_ROWS:
         for t in r.s.tasks:
             want = target(r.plan.scale, r.rows[key], t)
@@ -204,15 +212,26 @@ def target_line(r: Runs, tol: float = 0.05) -> str:
                 if got is None:
                     continue
                 n += 1
-                if got >= want - tol:
-                    reached += 1
-                else:
-                    missed.append(f"{key} {t} s{k}: {100 * got:.1f} % for {100 * want:.1f} % "
-                                  f"({100 * (want - got):.1f} points short)")
+                dev_ok += abs(got - want) <= tol
+                train = x.get("train_aaa_rho")
+                train_ok += train is not None and abs(train - want) <= tol
+                sparser |= got - want > tol
+                if abs(got - want) > tol:
+                    off.append(f"{key} {t} s{k}: dev {100 * got:.1f} % for {100 * want:.1f} % "
+                               f"({100 * (got - want):+.1f} points"
+                               + (f"; training {100 * train:.1f} %)" if train is not None else ")"))
+                if "train_aaa_rows" in x and "aaa_rows" in x:
+                    rows.append((x["train_aaa_rows"], x["aaa_rows"]))
     if not n:
         return "AAA's target ρ: no finished AAA runs yet."
-    return (f"AAA's target ρ (Eq. 10, within {tol:.2f} or sparser): reached in {reached} of {n} runs"
-            + ("." if not missed else "; missed in " + "; ".join(missed) + "."))
+    line = (f"AAA's target ρ (Eq. 10) within {tol:.2f}: in training in {train_ok} of {n} runs, on the dev set in "
+            f"{dev_ok} of {n}" + ("." if not off else "; off on the dev set: " + "; ".join(off) + "."))
+    if sparser and rows:
+        tr, dv = (sum(v) / len(v) for v in zip(*rows))
+        line += (f" The hinge acts on training's ρ, whose axes are Gumbel-sigmoid samples (Eq. 11); the dev set "
+                 f"uses the deterministic 1[logit > 0], which keeps fewer rows ({100 * dv:.1f} % of the tokens "
+                 f"against {100 * tr:.1f} % in training), so the evaluated pattern is sparser than the target.")
+    return line
 
 
 def write_report(plan: Plan) -> Path:
