@@ -318,3 +318,8 @@ def build(scale: str, runs: Path) -> Plan:
         for seed in row_seeds(s, key):
             group(all_rows[key], seed)
     return plan
+
+
+def col(task: str, table1: bool = False) -> str:
+    """The column of ``task``: MNLI matched, or mismatched in Table 1 ("Acc (mm)")."""
+    return ("MNLI-mm" if table1 else "MNLI-m") if task == "MNLI" else task

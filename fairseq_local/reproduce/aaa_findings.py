@@ -11,14 +11,15 @@ two rows' dev ρ within :data:`RHO_TOL`, else they are not comparable.
 Without the runs or a spread: "not comparable".
 """
 
-from typing import TYPE_CHECKING, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
-from .aaa import AAA_ROWS, PRETRAINED, SPREAD_ROWS, target
+from .aaa import AAA_ROWS, PRETRAINED, SPREAD_ROWS, col, row_seeds, target
 from .numbers_aaa import AAA_FIG2, AAA_FINDINGS
 from .report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Finding, Values, compare, margin, pooled_sd
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .aaa_report import Runs
+# What the runs measured: an :class:`.aaa_report.Runs` (``s``, ``rows``, ``stats``, ``score``, ...), which
+# reads the logs; this module only decides, and imports no report code.
+Runs = Any
 
 TEXT = {f["id"]: f["text"] for f in AAA_FINDINGS}
 RHO_TOL = 0.05  # "equal" sparsity: dev ρ within 5 points (the paper's AAA rows are 0-3 points sparser)
@@ -39,21 +40,20 @@ def _cmp(a: Values, b: Values, sd: Optional[float]) -> Tuple[Optional[str], str]
     return compare(a, b, sd), f"{a.mean - b.mean:+.2f}"  # type: ignore[operator]
 
 
-def _cols(r: "Runs", table1: bool = False) -> List[str]:
-    from .aaa_report import col
+def _cols(r: Runs, table1: bool = False) -> List[str]:
 
     return [col(t, table1) for t in r.s.tasks]
 
 
-def _sd_avg(r: "Runs", cols: Sequence[str]) -> Optional[float]:
+def _sd_avg(r: Runs, cols: Sequence[str]) -> Optional[float]:
     return pooled_sd(r.average(k, cols) for k in SPREAD_ROWS)
 
 
-def _sd_col(r: "Runs", c: str) -> Optional[float]:
+def _sd_col(r: Runs, c: str) -> Optional[float]:
     return pooled_sd(r.score(k, c) for k in SPREAD_ROWS)
 
 
-def table1(r: "Runs") -> List[Finding]:
+def table1(r: Runs) -> List[Finding]:
     """W1 (Full above the fine-tune-only sparse rows) and W2 (pre-training helps a little)."""
     cols = _cols(r, True)
     sd = _sd_avg(r, cols)
@@ -77,9 +77,8 @@ def table1(r: "Runs") -> List[Finding]:
                "points plus the margin below, and not measurably above); " + spread)]
 
 
-def fig2(r: "Runs") -> List[Finding]:
+def fig2(r: Runs) -> List[Finding]:
     """W4 (the largest size above size 2, each kind and task) and W5 (global or local gains more, by task)."""
-    from .aaa_report import col
 
     big = [k for k in r.s.sizes if k > 2]
     if not big or 2 not in r.s.sizes:
@@ -105,7 +104,7 @@ def fig2(r: "Runs") -> List[Finding]:
             _f("W5", None if None in w5 else all(w5), f"over sizes {sizes}: " + "; ".join(ev5) + "; " + sd_text)]
 
 
-def _matched(r: "Runs", a: str, b: str, tol: float = RHO_TOL, at_least: bool = False) -> Tuple[bool, str]:
+def _matched(r: Runs, a: str, b: str, tol: float = RHO_TOL, at_least: bool = False) -> Tuple[bool, str]:
     """Whether rows ``a`` and ``b`` have dev ρ within ``tol`` (``at_least``: a's at least b's − tol)."""
     ra, rb = r.rho(a), r.rho(b)
     if ra is None or rb is None:
@@ -114,7 +113,7 @@ def _matched(r: "Runs", a: str, b: str, tol: float = RHO_TOL, at_least: bool = F
     return ok, f"dev ρ {100 * ra:.1f} % vs {100 * rb:.1f} %"
 
 
-def _pair(r: "Runs", fid: str, a: str, b: str, cols: Sequence[str], at_least: bool = False) -> Finding:
+def _pair(r: Runs, fid: str, a: str, b: str, cols: Sequence[str], at_least: bool = False) -> Finding:
     sd = _sd_avg(r, cols)
     va, vb = r.average(a, cols), r.average(b, cols)
     c, d = _cmp(va, vb, sd)
@@ -126,15 +125,14 @@ def _pair(r: "Runs", fid: str, a: str, b: str, cols: Sequence[str], at_least: bo
     return _f(fid, c == "above", f"average {a} − {b} {d}; {rho}; " + _margin_text(sd, va.n, vb.n))
 
 
-def table3(r: "Runs") -> List[Finding]:
+def table3(r: Runs) -> List[Finding]:
     """W6 (task-adaptive above fixed) and W7 (task & layer-adaptive above task-adaptive)."""
     cols = _cols(r)
     return [_pair(r, "W6", "diag-task", "diag-fixed", cols), _pair(r, "W7", "diag-task-layer", "diag-task", cols)]
 
 
-def table4(r: "Runs") -> List[Finding]:
+def table4(r: Runs) -> List[Finding]:
     """W8 (AAA reaches its target), W9 (AAA above each fixed pattern at equal ρ), W10 (rivals pre-trained)."""
-    from .aaa_report import target_line
 
     oks = []
     for key in AAA_ROWS:
@@ -164,7 +162,7 @@ def table4(r: "Runs") -> List[Finding]:
     return [w8, w9, w10]
 
 
-def table6(r: "Runs") -> Finding:
+def table6(r: Runs) -> Finding:
     """W11: more column than row tokens, per task, over every AAA run."""
     parts, oks = [], []
     for t in r.s.tasks:
@@ -181,7 +179,7 @@ def table6(r: "Runs") -> Finding:
     return _f("W11", len(oks) == len(r.s.tasks) and all(oks), "; ".join(parts))
 
 
-def findings(r: "Runs") -> List[Finding]:
+def findings(r: Runs) -> List[Finding]:
     """W1–W12 in order."""
     out = table1(r)
     out.append(_f("W3", None, "Long Range Arena (Table 2) is not run by this plan"))
@@ -189,3 +187,39 @@ def findings(r: "Runs") -> List[Finding]:
     out.append(table6(r))
     out.append(_f("W12", None, "MobileBERT (Table 7) is not run by this plan"))
     return out
+
+
+def target_line(r: Runs, tol: float = 0.05) -> str:
+    """How close each AAA run of Table 4 came to its ρ_target: in training
+    (the last logged ``aaa_rho``, which Eq. 10's hinge acts on, Gumbel noise
+    on) and on the dev set (the evaluation mask 1[logit > 0]); the runs off
+    by more than ``tol`` with by how much, and why the two differ."""
+    n, train_ok, dev_ok, off, rows, sparser = 0, 0, 0, [], [], False
+    for key in AAA_ROWS:
+        for t in r.s.tasks:
+            want = target(r.plan.scale, r.rows[key], t)
+            for k, x in zip(row_seeds(r.s, key), r.stats[key][t]):
+                got = x.get("aaa_rho", x.get("rho"))
+                if got is None:
+                    continue
+                n += 1
+                dev_ok += abs(got - want) <= tol
+                train = x.get("train_aaa_rho")
+                train_ok += train is not None and abs(train - want) <= tol
+                sparser |= got - want > tol
+                if abs(got - want) > tol:
+                    off.append(f"{key} {t} s{k}: dev {100 * got:.1f} % for {100 * want:.1f} % "
+                               f"({100 * (got - want):+.1f} points"
+                               + (f"; training {100 * train:.1f} %)" if train is not None else ")"))
+                if "train_aaa_rows" in x and "aaa_rows" in x:
+                    rows.append((x["train_aaa_rows"], x["aaa_rows"]))
+    if not n:
+        return "AAA's target ρ: no finished AAA runs yet."
+    line = (f"AAA's target ρ (Eq. 10) within {tol:.2f}: in training in {train_ok} of {n} runs, on the dev set in "
+            f"{dev_ok} of {n}" + ("." if not off else "; off on the dev set: " + "; ".join(off) + "."))
+    if sparser and rows:
+        tr, dv = (sum(v) / len(v) for v in zip(*rows))
+        line += (f" The hinge acts on training's ρ, whose axes are Gumbel-sigmoid samples (Eq. 11); the dev set "
+                 f"uses the deterministic 1[logit > 0], which keeps fewer rows ({100 * dv:.1f} % of the tokens "
+                 f"against {100 * tr:.1f} % in training), so the evaluated pattern is sparser than the target.")
+    return line

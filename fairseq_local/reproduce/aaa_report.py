@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from .aaa import (AAA_ROWS, FIXED, PAPER, PRETRAINED, SCALES, TITLE, Row, Scale, fig2_rows, ft_dir, pattern_name,
-                  row_seeds, row_tasks, rows, target)
+                  col, row_seeds, row_tasks, rows, target)
+from .aaa_findings import findings, target_line
 from .numbers_aaa import AAA_TABLE1, AAA_TABLE3, AAA_TABLE4, AAA_TABLE5, AAA_TABLE6, AAA_TASKS
 from .plan import Plan
 from .report import Values, paper_value, table
@@ -48,11 +49,6 @@ def valid_stats(run: Path) -> Dict[str, float]:
         if m:
             out[f"train_{k}"] = float(m.group(1))
     return out
-
-
-def col(task: str, table1: bool = False) -> str:
-    """The column of ``task``: MNLI matched, or mismatched in Table 1 ("Acc (mm)")."""
-    return ("MNLI-mm" if table1 else "MNLI-m") if task == "MNLI" else task
 
 
 class Runs:
@@ -198,46 +194,9 @@ def table6_md(r: Runs) -> str:
     return table(["task", "row tokens % here", "paper", "column tokens % here", "paper"], lines)
 
 
-def target_line(r: Runs, tol: float = 0.05) -> str:
-    """How close each AAA run of Table 4 came to its ρ_target: in training
-    (the last logged ``aaa_rho``, which Eq. 10's hinge acts on, Gumbel noise
-    on) and on the dev set (the evaluation mask 1[logit > 0]); the runs off
-    by more than ``tol`` with by how much, and why the two differ."""
-    n, train_ok, dev_ok, off, rows, sparser = 0, 0, 0, [], [], False
-    for key in AAA_ROWS:
-        for t in r.s.tasks:
-            want = target(r.plan.scale, r.rows[key], t)
-            for k, x in zip(row_seeds(r.s, key), r.stats[key][t]):
-                got = x.get("aaa_rho", x.get("rho"))
-                if got is None:
-                    continue
-                n += 1
-                dev_ok += abs(got - want) <= tol
-                train = x.get("train_aaa_rho")
-                train_ok += train is not None and abs(train - want) <= tol
-                sparser |= got - want > tol
-                if abs(got - want) > tol:
-                    off.append(f"{key} {t} s{k}: dev {100 * got:.1f} % for {100 * want:.1f} % "
-                               f"({100 * (got - want):+.1f} points"
-                               + (f"; training {100 * train:.1f} %)" if train is not None else ")"))
-                if "train_aaa_rows" in x and "aaa_rows" in x:
-                    rows.append((x["train_aaa_rows"], x["aaa_rows"]))
-    if not n:
-        return "AAA's target ρ: no finished AAA runs yet."
-    line = (f"AAA's target ρ (Eq. 10) within {tol:.2f}: in training in {train_ok} of {n} runs, on the dev set in "
-            f"{dev_ok} of {n}" + ("." if not off else "; off on the dev set: " + "; ".join(off) + "."))
-    if sparser and rows:
-        tr, dv = (sum(v) / len(v) for v in zip(*rows))
-        line += (f" The hinge acts on training's ρ, whose axes are Gumbel-sigmoid samples (Eq. 11); the dev set "
-                 f"uses the deterministic 1[logit > 0], which keeps fewer rows ({100 * dv:.1f} % of the tokens "
-                 f"against {100 * tr:.1f} % in training), so the evaluated pattern is sparser than the target.")
-    return line
-
-
 def write_report(plan: Plan) -> Path:
     """``RUNS/aaa/report.md`` and ``report_fig2.png``; runs not yet finished are "-"."""
     from .. import outputs
-    from .aaa_findings import findings
     from .environment import environment
     from .plan import ROOT, step_timing
     from .report import environment_section, findings_section
