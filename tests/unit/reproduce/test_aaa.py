@@ -10,7 +10,7 @@ import torch
 from fairseq_local.reproduce import aaa, pande
 from fairseq_local.reproduce import aaa_report as rep
 from fairseq_local.reproduce.numbers_aaa import AAA_FINDINGS, AAA_TABLE4, AAA_TASKS
-from fairseq_local.reproduce.plan import ROOT, dependencies, estimate
+from fairseq_local.reproduce.plan import dependencies, estimate
 from fairseq_local.reproduce.report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -28,8 +28,6 @@ def test_every_experiment_is_planned(tmp_path, scale):
     s = aaa.SCALES[scale]
     ids = [st.id for st in plan.steps]
     assert len(ids) == len(set(ids))
-    for st in plan.steps:
-        assert (ROOT / st.cmd[1]).is_file() if st.cmd[0] == "bash" else st.cmd[0] in ("python", "fairseq-local")
     rows = aaa.rows(s)
     for key in [*aaa.PRETRAINED, *(f"{k}-pt" for k in aaa.PRETRAINED), *aaa.FIXED, *aaa.fig2_rows(s), "full",
                 "diag-fixed", "diag-task", "diag-task-layer", *aaa.AAA_ROWS]:

@@ -9,7 +9,7 @@ import pytest
 
 from fairseq_local.reproduce import hta, pande
 from fairseq_local.reproduce import hta_report as rep
-from fairseq_local.reproduce.plan import ROOT, dependencies, estimate
+from fairseq_local.reproduce.plan import dependencies, estimate
 from fairseq_local.reproduce.report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -28,8 +28,6 @@ def test_every_experiment_is_planned(tmp_path, scale):
     assert len(ids) == len(set(ids))
     mine = [f"hta/analysis/{w}" for w in hta.MODELS] + [f"hta/examples/{w}" for w in hta.PAIR_MODELS] + ["hta/centres"]
     assert set(mine) <= set(ids)
-    for step in plan.steps:
-        assert (ROOT / step.cmd[1]).is_file() if step.cmd[0] == "bash" else step.cmd[0] in ("python", "fairseq-local")
     needs = dependencies(plan.steps)
     s = hta.SCALES[scale]
     for what in hta.MODELS:

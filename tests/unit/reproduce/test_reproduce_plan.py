@@ -40,17 +40,8 @@ def test_tiny_plan_covers_every_experiment(tmp_path):
     assert plan.minutes() is not None
 
 
-def _scripts_exist(plan: Plan) -> None:
-    for step in plan.steps:
-        if step.cmd[0] == "bash":
-            assert (ROOT / step.cmd[1]).is_file(), step.cmd[1]
-        else:
-            assert step.cmd[0] in ("python", "fairseq-local"), step.cmd
-
-
 def test_paper_plan_is_the_papers_settings(tmp_path):
     plan = pande.build("paper", tmp_path)
-    _scripts_exist(plan)
     ids = [s.id for s in plan.steps]
     for pair in ("en-de", "en-ru"):
         assert f"data-paper/wmt14_{pair}" in ids
@@ -68,9 +59,15 @@ def test_paper_plan_is_the_papers_settings(tmp_path):
     assert plan.minutes() is None
 
 
-def test_tiny_and_small_commands_exist(tmp_path):
-    for scale in ("tiny", "small"):
-        _scripts_exist(pande.build(scale, tmp_path))
+@pytest.mark.parametrize("scale", ["tiny", "small", "paper"])
+def test_every_papers_commands_exist(tmp_path, scale):
+    """Every step of every paper runs one of the project's scripts, python or fairseq-local."""
+    for paper in PAPERS:
+        for step in paper_module(paper).build(scale, tmp_path).steps:
+            if step.cmd[0] == "bash":
+                assert (ROOT / step.cmd[1]).is_file(), (paper, step.cmd[1])
+            else:
+                assert step.cmd[0] in ("python", "fairseq-local"), (paper, step.cmd)
 
 
 def test_dry_run_prints_every_command(tmp_path, capsys):

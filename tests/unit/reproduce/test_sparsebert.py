@@ -15,20 +15,12 @@ from fairseq_local.reproduce import pande, sparsebert as sb
 from fairseq_local.reproduce import sparsebert_report as rep
 from fairseq_local.reproduce.numbers_sparsebert import (GLUE_COLUMNS, SPARSEBERT_FIG3, SPARSEBERT_FIG6,
                                                         SPARSEBERT_SETUP)
-from fairseq_local.reproduce.plan import ROOT, dependencies, estimate, print_plan
+from fairseq_local.reproduce.plan import dependencies, estimate, print_plan
 from fairseq_local.reproduce.report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED
 
 
 def _steps(plan, prefix: str):
     return [s for s in plan.steps if s.id.startswith(prefix)]
-
-
-def _scripts_exist(plan) -> None:
-    for step in plan.steps:
-        if step.cmd[0] == "bash":
-            assert (ROOT / step.cmd[1]).is_file(), step.cmd[1]
-        else:
-            assert step.cmd[0] in ("python", "fairseq-local"), step.cmd
 
 
 @pytest.mark.parametrize("scale", ["tiny", "small", "paper"])
@@ -37,7 +29,6 @@ def test_every_experiment_is_planned(tmp_path, scale):
     s = sb.SCALES[scale]
     ids = [st.id for st in plan.steps]
     assert len(ids) == len(set(ids))
-    _scripts_exist(plan)
     rows = {r: s.seeds for r in sb.TABLE1}
     rows.update({r: s.sweep_seeds for r in [*sb.dam_rows(s), *sb.FIXED, *sb.fig3_rows(s)]})
     for row, seeds in rows.items():

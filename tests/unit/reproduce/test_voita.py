@@ -9,7 +9,7 @@ import pytest
 
 from fairseq_local.reproduce import pande, voita
 from fairseq_local.reproduce import voita_report as rep
-from fairseq_local.reproduce.plan import ROOT, dependencies, estimate
+from fairseq_local.reproduce.plan import dependencies, estimate
 from fairseq_local.reproduce.report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED
 
 
@@ -24,8 +24,6 @@ def test_every_experiment_is_planned(tmp_path, scale):
     assert len(ids) == len(set(ids))
     for step in ("heads/dump", "heads/roles", "heads/importance", "prune"):
         assert f"voita/{step}" in ids
-    for step in plan.steps:
-        assert (ROOT / step.cmd[1]).is_file() if step.cmd[0] == "bash" else step.cmd[0] in ("python", "fairseq-local")
     prune = next(s for s in plan.steps if s.id == "voita/prune")
     s = voita.SCALES[scale]
     assert _flag(prune.cmd, "--lambdas") == ",".join(f"{x:g}" for x in s.lambdas)
