@@ -72,13 +72,15 @@ class _CountingLines:
             yield line
 
 
-def _read(path: str) -> str:
-    """The whole file as text (a UTF-8 byte-order mark is dropped)."""
+def read_utf8(path: str, name: "str | None" = None) -> str:
+    """The whole file as text (a UTF-8 byte-order mark is dropped); a
+    :class:`SyntaxFileError` naming the file as ``name`` (default its path)
+    or the line that is not UTF-8."""
     try:
         with open(path, "rb") as f:
             data = f.read()
     except OSError as e:
-        raise SyntaxFileError(f"cannot read {path}: {_one_line(e.strerror or e)}") from None
+        raise SyntaxFileError(f"cannot read {name or path}: {_one_line(e.strerror or e)}") from None
     if data.startswith(codecs.BOM_UTF8):
         data = data[len(codecs.BOM_UTF8):]
     try:
@@ -135,7 +137,7 @@ def read_conllu(path: str) -> list[Sentence]:
     sentence without words, or a file without sentences.
     """
     sentences: list[Sentence] = []
-    lines = _CountingLines(io.StringIO(_read(path)))
+    lines = _CountingLines(io.StringIO(read_utf8(path)))
     try:
         for tokens in conllu.parse_incr(lines):
             sentences.append(_sentence(tokens))
@@ -150,7 +152,7 @@ def read_conllu(path: str) -> list[Sentence]:
 def read_text(path: str) -> list[Sentence]:
     """Read whitespace-tokenised text, one sentence per line (blank lines are
     skipped); the sentences have no heads. Errors as in :func:`read_conllu`."""
-    sentences = [Sentence(line.split()) for line in _read(path).split("\n") if line.split()]
+    sentences = [Sentence(line.split()) for line in read_utf8(path).split("\n") if line.split()]
     if not sentences:
         raise SyntaxFileError(f"{path}: no sentences")
     return sentences

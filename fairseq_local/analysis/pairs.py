@@ -17,7 +17,6 @@ The model input of a pair is built by :meth:`AnalysisModel.tokenise
 syntax (no ``heads``).  Bad files are an :class:`AnalysisError` (one line).
 """
 
-import codecs
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -55,18 +54,12 @@ def parse_columns(spec: Optional[str]) -> Optional[Tuple[str, str]]:
 
 def _lines(path: str) -> List[str]:
     """The lines of a UTF-8 file (a byte-order mark dropped; trailing \\r kept off)."""
+    from fairseq_local_data.syntax import SyntaxFileError, read_utf8
+
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise AnalysisError(f"cannot read the pair file '{path}': {e.strerror or type(e).__name__}") from None
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8):]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise AnalysisError(f"{path}: line {line}: not UTF-8 text") from None
+        text = read_utf8(path, f"the pair file '{path}'")
+    except SyntaxFileError as e:
+        raise AnalysisError(str(e)) from None
     return [line.rstrip("\r") for line in text.split("\n")]
 
 
