@@ -9,11 +9,14 @@ share of words kept; MRPC/QQP/WNLI paraphrase = the second sentence is the
 first less one word; MNLI/QNLI/RTE entailment likewise, contradiction = a
 negated derivation, neutral = an unrelated sentence.  With ``--hard``, CoLA,
 SST-2, MNLI, QNLI and QQP follow the rules of :mod:`fairseq_local_data.glue_hard`
-instead (labels that need the sentence's structure).
+instead (labels that need the sentence's structure); ``--trees`` also writes
+each dev and test split's sentences with their generator trees as
+``TASK/SPLIT.conllu`` beside ``TASK/SPLIT.tsv`` (:func:`glue_hard.conllu`), the
+gold syntax of Pande et al.'s analysis of the fine-tuned models (§3).
 
 Command line: ``python -m fairseq_local_data.glue_fake --out DIR [--tasks ...]
-[--rows N] [--eval-rows N] [--seed N] [--hard]`` (also ``python -m fairseq_local_data.glue
-fake ...``).
+[--rows N] [--eval-rows N] [--seed N] [--hard [--trees]]`` (also ``python -m
+fairseq_local_data.glue fake ...``).
 """
 from __future__ import annotations
 
@@ -118,16 +121,19 @@ def _row(t: GlueTask, kind: str, k: int, s1: str, s2: str, y: str, genres=MATCHE
 
 def make_fake_glue(out: str, names: Sequence[str] = tuple(TASKS), rows: int = 300,
                    eval_rows: Optional[int] = None, seed: int = 1, hard: bool = False, max_len: int = 30,
-                   lexicon: Optional[Tuple[int, int, int]] = None) -> Dict[str, Dict[str, int]]:
+                   lexicon: Optional[Tuple[int, int, int]] = None, trees: bool = False) -> Dict[str, Dict[str, int]]:
     """Write a stand-in GLUE folder to ``out``: the official file names,
     headers and columns of each task in ``names`` (and diagnostic/diagnostic.tsv
     with MNLI), ``rows`` training rows and ``eval_rows`` (default
     max(20, rows // 4)) rows per dev and test set; ``hard``: the rows of
     :mod:`fairseq_local_data.glue_hard` (its tasks only), with sentences of at
     most ``max_len`` words and ``lexicon`` (nouns, adjectives, verbs; default
-    the language's own sizes).  Returns {task: {split: rows}}."""
+    the language's own sizes); ``hard`` and ``trees``: also TASK/SPLIT.conllu,
+    the gold trees of every dev and test split's sentences.  Returns {task: {split: rows}}."""
     if rows < 1 or (eval_rows is not None and eval_rows < 1):
         raise GlueError("--rows and --eval-rows must be positive")
+    if trees and not hard:
+        raise GlueError("--trees goes with --hard (only its sentences have gold trees)")
     bad = [t.name for t in map(task, names) if t.name not in glue_hard.HARD_TASKS] if hard else []
     if bad:
         raise GlueError(f"--hard has no rule for {', '.join(bad)} (it has {', '.join(glue_hard.HARD_TASKS)})")
@@ -142,9 +148,12 @@ def make_fake_glue(out: str, names: Sequence[str] = tuple(TASKS), rows: int = 30
             text = _Text(seed, random.Random(f"glue:{t.name}:{split}:{seed}"))
             genres = MISMATCHED if split.endswith("mismatched") else MATCHED
             n = rows if kind == "train" else eval_rows
-            recs = glue_hard.records(t.name, n, random.Random(f"glue-hard:{t.name}:{split}:{seed}"), seed, max_len,
-                                     lexicon) \
-                if hard else [_record(t.name, text) for _ in range(n)]
+            rows_hard = glue_hard.examples(t.name, n, random.Random(f"glue-hard:{t.name}:{split}:{seed}"), seed,
+                                           max_len, lexicon) if hard else []
+            recs = [e.record() for e in rows_hard] if hard else [_record(t.name, text) for _ in range(n)]
+            if trees and kind != "train":
+                write_lines(os.path.join(out, t.name, split + ".conllu"),
+                            glue_hard.conllu(rows_hard, split).rstrip("\n").split("\n") + [""])
             body = [_row(t, kind, k, *rec, genres=genres) for k, rec in enumerate(recs)]
             header = [] if (kind != "test" and not t.header) else [list(t.columns.get(kind, t.columns["train"]))]
             write_lines(os.path.join(out, t.name, split + ".tsv"), ("\t".join(r) for r in header + body))
@@ -180,6 +189,8 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m fairseq_lo
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--hard", action="store_true",
                    help="CoLA, SST-2, MNLI, QNLI, QQP: labels that need structure (fairseq_local_data.glue_hard)")
+    p.add_argument("--trees", action="store_true",
+                   help="with --hard: also TASK/SPLIT.conllu, each dev and test sentence with its gold tree")
     p.add_argument("--max-len", type=int, default=30, help="with --hard: words per sentence at most (default 30)")
     p.add_argument("--lexicon", metavar="N,A,V",
                    help="with --hard: numbers of nouns, adjectives and verbs (default the language's 3000,800,800)")
@@ -192,7 +203,7 @@ def main(argv: Optional[Sequence[str]] = None, prog: str = "python -m fairseq_lo
         except ValueError:
             raise GlueError(f"--lexicon needs three numbers N,A,V, not {a.lexicon!r}") from None
         for name, splits in make_fake_glue(a.out, a.tasks, a.rows, a.eval_rows, a.seed, a.hard, a.max_len,
-                                           lexicon).items():
+                                           lexicon, a.trees).items():
             print(name, " ".join(f"{s}={n}" for s, n in splits.items()))
     except (OneLineError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

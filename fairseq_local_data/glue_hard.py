@@ -347,6 +347,21 @@ def examples(name: str, n: int, rng: random.Random, seed: int = 1, max_len: int 
     return [GENERATORS[name](src, y) for y in labels]
 
 
+def conllu(rows: Sequence[Example], split: str) -> str:
+    """The sentences of ``rows`` with their gold trees, as CoNLL-U: each row's
+    sentence1, then (pair tasks) its sentence2, ``# sent_id = SPLIT-ROW-1``
+    and ``-2`` (ROW 1-based, the TSV's order); the words exactly as the TSV
+    holds them (lower case, the marker and "." words of their own), so a model
+    fine-tuned on the TSV reads the same text (Pande et al. §3: sentences of
+    each task with their syntax)."""
+    blocks = []
+    for k, e in enumerate(rows, 1):
+        for part, tree in enumerate((e.s1, e.s2), 1):
+            if tree is not None:
+                blocks.append(tree.conllu(f"{split}-{k}-{part}") + "\n")
+    return "".join(blocks)
+
+
 def records(name: str, n: int, rng: random.Random, seed: int = 1, max_len: int = 30,
             lexicon: Optional[Tuple[int, int, int]] = None) -> List[Tuple[str, str, str]]:
     """(sentence1, sentence2, label) of ``n`` rows of hard task ``name``."""

@@ -5,7 +5,8 @@ Every function takes the JSON-ready result of an analysis
 (:func:`~fairseq_local.analysis.bias.bias_scores`,
 :class:`~fairseq_local.analysis.sensitivity.SensitivityAccumulator`,
 :class:`~fairseq_local.analysis.positions.PositionStats`) and writes PNG files,
-returning their paths.  Layers and heads are numbered from 0, as in the JSON.
+returning their paths.  The JSON numbers layers and heads from 0; every figure
+numbers them from 1 (tick labels, titles, panel labels: :func:`layer_label`).
 Figures are drawn with matplotlib's object API (no pyplot state, no display needed).
 """
 
@@ -54,10 +55,22 @@ def save(fig: Figure, path: PathLike) -> Path:
     return path
 
 
+def layer_label(index: int) -> str:
+    """The label of the layer (or head) at 0-based ``index``: counted from 1."""
+    return str(index + 1)
+
+
+def numbered_ticks(n: int) -> tuple:
+    """Tick positions 0..n-1 (image rows or columns, 0-based data) and their
+    labels 1..n."""
+    return np.arange(n), [layer_label(k) for k in range(n)]
+
+
 def head_grid(ax, layers: int, heads: int) -> None:
-    """Ticks, white cell borders and axis names of a layers × heads image."""
-    ax.set_xticks(np.arange(heads))
-    ax.set_yticks(np.arange(layers))
+    """Ticks (numbered from 1), white cell borders and axis names of a
+    layers × heads image."""
+    ax.set_xticks(*numbered_ticks(heads))
+    ax.set_yticks(*numbered_ticks(layers))
     ax.set_xticks(np.arange(heads + 1) - 0.5, minor=True)
     ax.set_yticks(np.arange(layers + 1) - 0.5, minor=True)
     ax.grid(which="minor", color="white", linewidth=1.5)
@@ -135,7 +148,7 @@ def plot_sensitivity(result: dict, path: PathLike) -> Path:
             )
             for patch in box["boxes"]:
                 patch.set_facecolor(colour)
-    ax.set_xticks([4 * l + 1 for l in range(layers)], [str(l) for l in range(layers)])
+    ax.set_xticks([4 * l + 1 for l in range(layers)], [layer_label(l) for l in range(layers)])
     ax.set_xlim(-1, 4 * max(layers, 1) - 1)
     ax.set_xlabel("layer")
     ax.set_ylabel("γ (mean Jacobian norm)")
@@ -169,8 +182,8 @@ def plot_correlations(result: dict, path_prefix: PathLike) -> List[Path]:
             ax.set_title(stat.capitalize())
             ax.set_xlabel("head")
             ax.set_ylabel("layer")
-            ax.set_xticks(np.arange(values.shape[1]))
-            ax.set_yticks(np.arange(values.shape[0]))
+            ax.set_xticks(*numbered_ticks(values.shape[1]))
+            ax.set_yticks(*numbered_ticks(values.shape[0]))
         fig.colorbar(image, ax=list(axes), shrink=0.8)
         fig.suptitle(f"Attention vs {title}")
         written.append(save(fig, _prefixed(path_prefix, kind)))
@@ -203,9 +216,9 @@ def plot_histograms(result: dict, path_prefix: PathLike) -> List[Path]:
             ax.set_yticks([])
             ax.tick_params(labelsize=5, length=2, labelbottom=l == layers - 1)
             if l == 0:
-                ax.set_title(f"head {h}", fontsize=6)
+                ax.set_title(f"head {layer_label(h)}", fontsize=6)
             if h == 0:
-                ax.set_ylabel(f"layer {l}", fontsize=6)
+                ax.set_ylabel(f"layer {layer_label(l)}", fontsize=6)
         fig.suptitle(f"Relative position of {kind} (key - query), normalised to each head's maximum")
         written.append(save(fig, _prefixed(path_prefix, kind)))
     return written
@@ -216,7 +229,7 @@ def plot_centres(result: dict, path: PathLike) -> Path:
     per layer (mean over heads), attention (blue) against input contribution (orange)."""
     fig = Figure(figsize=(4.5, 3))
     ax = fig.add_subplot()
-    layers = np.arange(result["layers"])
+    layers = np.arange(1, result["layers"] + 1)  # numbered from 1
     for key, colour, label in (
         ("attention_centre", BLUE, "attention"),
         ("contribution_centre", ORANGE, "input contribution"),
@@ -255,9 +268,9 @@ def plot_centres_overlay(results: Sequence[tuple], path: PathLike,
             y = _array(values)
             longest = max(longest, len(y))
             name = label if len(kinds) == 1 else f"{label}: {'attention' if kind == 'attention' else 'input contr.'}"
-            ax.plot(np.arange(len(y)), y, linestyle=style, marker=marker, color=colour, label=name)
+            ax.plot(np.arange(1, len(y) + 1), y, linestyle=style, marker=marker, color=colour, label=name)
     ax.axhline(0, color="black", linewidth=0.5)
-    ax.set_xticks(np.arange(longest))
+    ax.set_xticks(np.arange(1, longest + 1))
     ax.set_xlabel("layer")
     ax.set_ylabel("centre of mass (offset)")
     ax.legend(frameon=False, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
@@ -274,7 +287,8 @@ def plot_example_maps(tokens: Sequence[str], attn, contrib, heads: Sequence[tupl
         tokens: the T input tokens (axis labels).
         attn, contrib: (L, H, T, T) tensors or arrays, row j = query / output token,
             column i = key / contributing token (each row sums to 1 or less).
-        heads: the (layer, head) pairs drawn, one column each.
+        heads: the (layer, head) pairs drawn, one column each, 0-based as the
+            arrays (titled from 1: "L1 H1" is ``(0, 0)``).
         separator: token positions marked with thin lines (a sentence pair's
             ``</s> </s>``), or None.
     """
@@ -294,7 +308,7 @@ def plot_example_maps(tokens: Sequence[str], attn, contrib, heads: Sequence[tupl
             ax.set_xticks(np.arange(n), labels if n <= 64 else [], rotation=90, fontsize=4)
             ax.set_yticks(np.arange(n), labels if n <= 64 else [], fontsize=4)
             ax.tick_params(length=1)
-            ax.set_title(f"L{layer} H{head}: {name}", fontsize=6)
+            ax.set_title(f"L{layer_label(layer)} H{layer_label(head)}: {name}", fontsize=6)
     if title:
         fig.suptitle(title, fontsize=8)
     return save(fig, path)

@@ -3,7 +3,9 @@
 relation against the positional baseline (Table 1), the layer x head grid of
 roles shaded by confidence, and the accuracy of the best head per relation.
 
-Figures use matplotlib's object API (no pyplot state, no display needed).
+Figures use matplotlib's object API (no pyplot state, no display needed) and
+number layers and heads from 1 (:func:`~.figures.head_grid`); the table keeps
+the JSON's numbering from 0, as every ``analyze`` table does.
 """
 
 from pathlib import Path

@@ -183,7 +183,7 @@ class LocalMultiheadAttention(nn.Module):
         pos = real_positions(padding_mask, T, x.device).expand(B, T)
         parts, ind = [d.gather(pos, pos, self.tau, padding_mask) for d in self.dam], None
         if self.plan.aaa_heads:
-            ind = self.axis.indicators(x, self.tau)  # (2, B, T)
+            ind = self.axis.indicators(x, self.tau, padding_mask)  # (2, B, T)
             parts += [self.axis.pattern(ind, loc.dense(pos, pos)) for loc in self.plan.aaa_local]
         return torch.stack(parts, 1), ind
 

@@ -1,6 +1,10 @@
 """``fairseq-local analyze hta``: Hidden Token Attribution per head (Pascual
 et al., "Telling BERT's Full Story"), with its options and its run; the
-parser and the shared checks are :mod:`.analyze`'s.
+parser and the shared checks are :mod:`.analyze`'s.  The previous-layer
+contribution differentiates with respect to each layer's input (before a
+pre-norm LayerNorm), the input contribution with respect to layer 1's input
+(§3: "after position and sequence embeddings have been added"):
+:mod:`~fairseq_local.analysis.contribution`.
 
 ``--examples 0,5,9`` also draws, per chosen sentence (0-based, in file order),
 the attention map of some heads above their contribution map (Pascual et al.
@@ -79,12 +83,10 @@ def run_hta(args: argparse.Namespace) -> List[str]:
     ``--pairs`` ``contribution_same_sentence`` and ``same_sentence_share`` (the
     own-sentence input contribution and its uniform baseline, own-sentence
     tokens / all T tokens of the pair); see that method for the exact means."""
-    import torch
 
-    from ..analysis.contribution import input_contribution
+    from ..analysis.contribution import input_contribution, previous_contribution
     from ..analysis.dump import analysed_batches, record
     from ..analysis.figures import plot_centres, plot_correlations, plot_example_maps, plot_histograms
-    from ..analysis.jacobian import block_jacobian_norms, previous_layer_contribution
     from ..analysis.model import AnalysisError
     from ..analysis.positions import PositionStats, hta_table
 
@@ -107,9 +109,8 @@ def run_hta(args: argparse.Namespace) -> List[str]:
     stats = PositionStats(max(len(it.input.ids) for it in kept))
     per_sentence: Dict[int, tuple] = {}
     for chosen, src_tokens, src_lengths, cap in analysed_batches(model, kept, args.max_tokens, not args.quiet, "hta"):
-        pad = src_tokens.eq(model.dictionary.pad())
-        prev = torch.stack([previous_layer_contribution(block_jacobian_norms(a, x, pad, need_beta=False)[1])
-                            for a, x in zip(model.attention, cap.inputs)], 1)  # (B, L, H, T, T)
+        # Pascual et al. §4: e^{l-1} is the input of layer l (before a pre-norm LayerNorm), e^0 layer 1's input
+        prev = previous_contribution(model, src_tokens, src_lengths)  # (B, L, H, T, T)
         inp = None if args.no_input else input_contribution(model, src_tokens, src_lengths)
         for b, item in enumerate(chosen):
             n = len(item.input.ids)

@@ -14,12 +14,15 @@ DETAILS = """\
 Plans the paper's experiments as steps (data, training, evaluation,
 analysis), prints the plan with an estimated time, runs the steps not yet
 done, and writes RUNS/PAPER/report.md with its figures: every table beside
-the paper's numbers, and one line per finding (reproduced, not reproduced,
-not comparable) with the numbers that decide it.
+the paper's numbers, and one line per finding: reproduced, contradicted,
+inconclusive or not comparable, with the estimate and 95 % interval that
+decide it (Welch's t over three seeds or more, else a bootstrap over
+sentences, heads or dev examples).
 
   tiny   stand-in data whose labels need non-local information, small models:
          at most 45 minutes per paper on 2 CPU cores
   small  the same with more data and updates and 3 seeds: about 3 hours
+         (--device cuda: both on one GPU)
   paper  the paper's own data and settings, for GPUs (--dry-run prints it)
 
 Steps run --jobs at a time (default: 2 on a CPU with 2 cores or more at
@@ -42,6 +45,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder of the data, runs and reports (default %(default)s)")
     p.add_argument("--jobs", type=_positive, metavar="N",
                    help="steps at a time (default 2 at tiny and small scale on 2 or more cores, else 1)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the tiny and small scales train and analyse (default %(default)s; cuda: one GPU, "
+                        "fairseq's own choice of device at paper scale)")
     p.add_argument("--dry-run", action="store_true", help="print the plan and every command; run nothing")
     return p
 
@@ -84,7 +90,7 @@ def _main(args: argparse.Namespace) -> int:
 
     runs = Path(args.runs).absolute()
     papers = list(PAPERS) if args.paper == "all" else [args.paper]
-    plans = [paper_module(paper).build(args.scale, runs) for paper in papers]
+    plans = [paper_module(paper).build(args.scale, runs, device=args.device) for paper in papers]
     reports = [outputs.Output(str(plan.out / "report.md"), "report", outputs.text_starting(paper_module(p).TITLE))
                for p, plan in zip(papers, plans)]
     summary = outputs.Output(str(runs / "summary.md"), "summary", outputs.text_starting(SUMMARY_TITLE))
@@ -114,7 +120,7 @@ SUMMARY_TITLE = "# The papers, reproduced"
 def write_summary(runs: Path, scale: str, papers: List[str], reports: List[Path]) -> Path:
     """RUNS/summary.md: each paper's report and its count of findings
     (the report's line "N findings: ..."), then every finding with its
-    verdict, paper by paper."""
+    verdict and the estimate and 95 % interval it rests on, paper by paper."""
     from .. import outputs
     from ..reproduce import PAPERS
     from ..reproduce.report import read_findings, table
@@ -127,8 +133,9 @@ def write_summary(runs: Path, scale: str, papers: List[str], reports: List[Path]
         rows.append([PAPERS[paper], counts.rstrip("."), link])
         found = read_findings(text)
         if found:
-            cells = [[f.id, f.text.replace("|", "\\|"), f.verdict] for f in found]
-            sections.append(f"\n## {PAPERS[paper]}\n\nFrom {link}.\n\n" + table(["", "finding", "verdict"], cells))
+            cells = [[f.id, f.text.replace("|", "\\|"), f.verdict, f.estimate.replace("|", "\\|")] for f in found]
+            sections.append(f"\n## {PAPERS[paper]}\n\nFrom {link}.\n\n"
+                            + table(["", "finding", "verdict", "estimate [95 % interval] (basis)"], cells))
     path = runs / "summary.md"
     outputs.write_text(path, f"{SUMMARY_TITLE} at `{scale}` scale\n\n"
                        + table(["paper", "findings", "report"], rows) + "".join(sections))

@@ -19,6 +19,10 @@ reproduce aaa``.
   Table 6 (§4.3) the share of row and column tokens the AAA runs select
   (``aaa_rows``, ``aaa_cols`` of the validation).  Table 2 (LRA) and Table 7
   (MobileBERT) are not planned.
+* Every row's first seed also writes its dev predictions example by example
+  (``eval/predictions/TASK.json``): the units of the bootstrap that gives a
+  comparison its interval where a row has fewer than three seeds
+  (:mod:`.aaa_examples`).
 
 Wang et al.'s patterns are the project's mask tokens (:func:`pattern`):
 Local_k is ``local-k`` (|i − j| ≤ k, §2.2 "offsets {0, 1, ..., N_o}"; Local₂
@@ -250,15 +254,22 @@ def pretrain_cmd(plan: Plan, s: Scale, d: dict, key: str, opts: Sequence) -> Lis
     return ["bash", "scripts/pretrain-bert.sh", "roberta_local_base", "--data", d["corpus"], "--save-dir",
             bert_dir(plan, key), "--updates", s.bert_updates, "--updates-512", 0, "--lengths", "64,128",
             "--max-positions", N, "--batch-size", 32, "--update-freq", 1, "--lr", FT_LR, "--warmup",
-            s.bert_updates // 10, "--cpu", "--", *BERT_MODEL, SEGMENTS, *opts, "--dropout", "0.0",
+            s.bert_updates // 10, *plan.cpu_flag(), "--", *BERT_MODEL, SEGMENTS, *opts, "--dropout", "0.0",
             "--attention-dropout", "0.0", "--seed", 1]
 
 
-def build(scale: str, runs: Path) -> Plan:
-    """The plan of ``scale`` with its runs under ``runs``."""
+def predictions_dir(plan: Plan, row: str, seed: int) -> Path:
+    """Per-example dev predictions of one row and seed (``TASK.json``: gold and predicted labels)."""
+    return ft_dir(plan, row, seed) / "eval" / "predictions"
+
+
+def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
+    """The plan of ``scale`` with its runs under ``runs``; ``device`` ("cpu"
+    or "cuda") where the reduced scales train and evaluate (``paper``: GPUs)."""
     s = SCALES[scale]
     paper = scale == "paper"
-    plan = Plan(PAPER, scale, runs, s.seeds)
+    plan = Plan(PAPER, scale, runs, s.seeds, device=device)
+    cuda = ["--cuda"] if paper or device != "cpu" else []
     shape = (12, 12) if paper else model_shape()
     if paper:
         d = paper_data_steps(plan)
@@ -296,7 +307,8 @@ def build(scale: str, runs: Path) -> Plan:
                    "--aaa-alpha", ALPHA if row.kind in ("aaa", "dam", "dam-layer") else 0]
             if not paper:  # fewer updates of one batch of 32, the reduced lr and its warm-up
                 cmd += ["--max-update", s.ft_updates, "--batch-size", FT_BATCH, "--lr", FT_LR, "--max-positions", N,
-                        "--cpu", "--", *BERT_MODEL, "--update-freq", 1, "--warmup-updates", s.ft_updates // 10]
+                        *plan.cpu_flag(), "--", *BERT_MODEL, "--update-freq", 1, "--warmup-updates",
+                        s.ft_updates // 10]
             else:
                 cmd += ["--"]
             cmd += [*row_options(plan, s, row, task, shape), "--seed", seed]
@@ -305,7 +317,13 @@ def build(scale: str, runs: Path) -> Plan:
         plan.add(f"{PAPER}/glue/{row.key}/s{seed}/eval", f"{row.key}: GLUE dev metrics, seed {seed}",
                  ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, row.key, seed), "--data", d["glue"],
                   "--glue-dir", d["glue_raw"], "--out", ft_dir(plan, row.key, seed) / "eval", "--tasks",
-                  " ".join(tasks), *(["--cuda"] if paper else [])], t_eval)
+                  " ".join(tasks), *cuda], t_eval)
+        if seed == s.seeds[0]:  # the units of the bootstrap over dev examples (rows with fewer than 3 seeds)
+            plan.add(f"{PAPER}/glue/{row.key}/s{seed}/predictions", f"{row.key}: dev predictions per example, "
+                     f"seed {seed}", ["python", "-m", "fairseq_local.reproduce.pande_predict", "--runs",
+                                      ft_dir(plan, row.key, seed), "--data", d["glue"], "--glue-dir", d["glue_raw"],
+                                      "--tasks", *tasks, "--out", predictions_dir(plan, row.key, seed), *cuda],
+                     None if t_eval is None else round(t_eval * len(tasks) / 2, 2))
 
     for key in ("diag-task", *[k for k in all_rows if k != "diag-task"]):
         if key == "diag-fixed" and not paper:  # export each task's task-adaptive mask (seed 1) first
@@ -317,7 +335,19 @@ def build(scale: str, runs: Path) -> Plan:
                           "--n", N], t_exp, folders=[plan.out / "masks"])
         for seed in row_seeds(s, key):
             group(all_rows[key], seed)
+        if key == "diag-task-layer" and not paper:  # its mask at n = N, for the report's ρ at n = 128
+            for task in s.tasks:
+                ckpt = ft_dir(plan, key, s.seeds[0]) / task / "checkpoint_best.pt"
+                plan.add(f"{PAPER}/masks/dam-s-layer-{task}", f"the task & layer-adaptive diagonal learnt on {task}: "
+                         "1[alpha > 0] at n = 128 (its sparsity there)",
+                         ["fairseq-local", "export", ckpt, "--out", layer_mask_file(plan, task), "--n", N], t_exp,
+                         folders=[plan.out / "masks"])
     return plan
+
+
+def layer_mask_file(plan: Plan, task: str) -> Path:
+    """Reduced scales: the task & layer-adaptive diagonal learnt on ``task`` (seed 1), exported at n = N."""
+    return plan.out / "masks" / f"dam-s-layer-{task}.pt"
 
 
 def col(task: str, table1: bool = False) -> str:

@@ -25,9 +25,11 @@ all`` skips them when ``pande`` ran first, and the data steps are
 :func:`.pande.add_data_steps`'.  ``tiny`` and ``small`` analyse the reduced
 models (4 x 4 heads of dimension 16; NMT 6 x 8 heads of dimension 8) on the
 stand-in data; ``paper`` analyses BERT-base on real MNLI and Transformer-base
-on newstest2014 (for GPUs; ``--dry-run`` prints it).
+on newstest2014 (for GPUs; ``--dry-run`` prints it).  With ``device="cuda"``
+the reduced scales train (Pande et al.'s steps) and analyse on the GPU.
 """
 
+import inspect
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -118,11 +120,20 @@ def _borrow(plan: Plan, steps: Sequence[Step], ids: Sequence[str]) -> None:
         plan.add(s.id, s.what, s.cmd, s.minutes, s.folders, s.outputs)
 
 
-def build(scale: str, runs: Path) -> Plan:
-    """The plan of ``scale`` with its runs under ``runs``."""
+def _pande_plan(scale: str, runs: Path, device: str) -> Plan:
+    """Pande et al.'s plan on ``device`` (its ``build`` takes the device where
+    it knows one; the steps borrowed must be its very steps)."""
+    if "device" in inspect.signature(pande.build).parameters:
+        return pande.build(scale, runs, device=device)
+    return pande.build(scale, runs)
+
+
+def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
+    """The plan of ``scale`` with its runs under ``runs``; ``device`` ("cpu"
+    or "cuda"): where the reduced scales train and analyse (``paper``: CUDA)."""
     s = SCALES[scale]
-    plan = Plan(PAPER, scale, runs, (SEED,))
-    theirs = pande.build(scale, runs)  # the paths of Pande et al.'s runs
+    plan = Plan(PAPER, scale, runs, (SEED,), device=device)
+    theirs = _pande_plan(scale, runs, device)  # the paths of Pande et al.'s runs
     if scale == "paper":
         _borrow(plan, theirs.steps, pande_step_ids(scale))
         data = runs / "data-paper"
@@ -143,7 +154,7 @@ def build(scale: str, runs: Path) -> Plan:
                   "nmt-sentences": ["--conllu", d["nmt"] / "raw" / "test.src.conllu"]}
         nmt_ckpt, nmt_data = pande.nmt_run(theirs, "a", SEED) / "checkpoint_last.pt", d["nmt"]
         bpe = ["--bpe", "sentencepiece", "--bpe-model", corpus / "bpe" / "spm.model"]
-        extra = []
+        extra = [] if device == "cpu" else ["--cuda"]
     pretrained = pande.bert_run(theirs, ARCH) / "checkpoint_last.pt"
     finetuned = pande.ft_dir(theirs, ARCH, SEED) / "MNLI" / "checkpoint_best.pt"  # the one evaluate-glue.sh scores
     pairs = ["--pairs", inputs["pairs"], "--columns", MNLI_COLUMNS]

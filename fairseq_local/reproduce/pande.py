@@ -6,7 +6,18 @@ Models": the plan of ``fairseq-local reproduce pande``.
   Band6 AllTied, 132Tied, 120Tied), pretrained with the masked LM and
   fine-tuned on QQP, SST-2, MNLI and QNLI.
 * Figs. 1–3 (§3.1–3.2): gradient sensitivity and attention bias of the
-  all-global NMT baseline (a) and of BERT-base.
+  all-global NMT baseline (a) on its test sentences, and of BERT-base
+  *fine-tuned on each GLUE task* (seed 1) on that task's test sentences with
+  their dependency trees (Fig. 1's caption: "Distribution of the γlocal
+  (blue), γsyntactic (orange), and γneither (green) for the the four GLUE
+  tasks").  §3.1: "we show the distribution of γlocal,
+  γsyntactic and γunrelated for 100 randomly sampled sentences each from the
+  test sets of the 4 GLUE tasks"; §3.2: "We compute the locality and non-local
+  syntactic bias scores for 1,000 sentences each from the test sets of the
+  tasks that we considered".  At ``tiny`` and ``small`` the stand-in tasks'
+  sentences carry the generator's gold trees (``glue fake --hard --trees``:
+  TASK/SPLIT.conllu); at ``paper`` scale the GLUE sentences are parsed by a
+  named parser (:mod:`.pande_parse`, stanza) in a step of the plan.
 
 ``paper`` scale runs the paper's own settings through the WMT'14, BERT-corpus
 and GLUE scripts (for GPUs).  ``tiny`` and ``small`` run the same steps on
@@ -17,7 +28,7 @@ information, with smaller models and fewer updates.
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Tuple
+from typing import Dict, List, Tuple
 
 from .plan import Plan
 
@@ -70,6 +81,10 @@ FT_BATCH, FT_LR = 32, "1e-3"  # the reduced scales' fine-tuning batch and peak l
 # Table 4's rows are BERT (Devlin et al.), which has a segment embedding; RoBERTa has none (every scale).
 # Without it the reduced model stays near the pair tasks' floors (docs/reproductions/README.md).
 SEGMENTS = "--segment-embeddings"
+ANALYSIS_SEED = 1  # the fine-tuning seed of the BERT-base models analysed for Figs. 1-3
+# §3.1 and §3.2 sample each task's *test* sentences; MNLI's test split of the matched genres
+TEST_SPLIT = {"MNLI": "test_matched"}
+PAPER_SENTENCES = (100, 1000)  # paper scale: sentences of the sensitivity (Fig. 1) and bias (Figs. 2-3) analyses
 
 
 def table4_layout(arch: str, layers: int = BERT_LAYERS, heads: int = BERT_HEADS) -> str:
@@ -104,8 +119,9 @@ def data_dirs(runs: Path, scale: str) -> dict:
 
 def add_data_steps(plan: Plan, s: Scale, nmt: bool = True, bert: bool = True) -> dict:
     """The data steps of a reduced scale: with ``bert`` the stand-in corpus
-    and every hard stand-in task of :func:`glue_tasks`, with ``nmt`` the hard
-    synthetic corpus; ids are shared, so a second paper skips them."""
+    and every hard stand-in task of :func:`glue_tasks` (with the gold trees of
+    their dev and test sentences, ``--trees``: :func:`task_conllu`), with
+    ``nmt`` the hard synthetic corpus; ids are shared, so a second paper skips them."""
     d, pre = data_dirs(plan.runs, plan.scale), f"data-{plan.scale}"
     if nmt:
         plan.add(f"{pre}/nmt-hard", "the hard synthetic corpus (deeper nesting, longer sentences)",
@@ -119,7 +135,7 @@ def add_data_steps(plan: Plan, s: Scale, nmt: bool = True, bert: bool = True) ->
              ["bash", "scripts/prepare-bert-corpus.sh", "--wiki", d["standins"] / "enwiki-standin-pages-articles.xml.bz2",
               "--gutenberg", d["standins"] / "gutenberg-standin.zip", "--bpe", "sentencepiece", "--out", d["corpus"]], 0.2)
     plan.add(f"{pre}/glue-hard-raw", "the hard stand-in GLUE tasks (labels need non-local information)",
-             ["python", "-m", "fairseq_local_data.glue", "fake", "--hard", "--out", d["glue_raw"],
+             ["python", "-m", "fairseq_local_data.glue", "fake", "--hard", "--trees", "--out", d["glue_raw"],
               "--tasks", *glue_tasks(), "--rows", s.glue_rows, "--eval-rows", 500,
               "--lexicon", ",".join(map(str, s.glue_lexicon)),
               "--max-len", s.glue_max_len], 0.5)
@@ -152,16 +168,47 @@ def analysis_dir(plan: Plan, what: str) -> Path:
     return plan.out / "analysis" / what
 
 
+def bert_analysis(task: str) -> str:
+    """The analysis folder's name of BERT-base fine-tuned on ``task``."""
+    return f"bert-{task}"
+
+
+def analysed(scale: str) -> Dict[str, str]:
+    """The analysed models of Figs. 1-3: {analysis folder name: the model in words}."""
+    nmt = "NMT baseline (a), WMT'14 En-De, newstest2014" if scale == "paper" else \
+        f"NMT baseline (a), seed {ANALYSIS_SEED}, synthetic test set"
+    return {"nmt": nmt, **{bert_analysis(t): f"BERT-base fine-tuned on {t}, seed {ANALYSIS_SEED}, {t} test sentences"
+                           for t in TASKS}}
+
+
+def task_conllu(glue_raw: Path, task: str) -> Path:
+    """A stand-in task's test sentences with their generator trees (written
+    by the data step with ``--trees``): TASK/test.conllu (MNLI: test_matched)."""
+    return glue_raw / task / f"{TEST_SPLIT.get(task, 'test')}.conllu"
+
+
+def finetuned(plan: Plan, task: str, seed: int = ANALYSIS_SEED) -> Path:
+    """BERT-base fine-tuned on ``task``: the checkpoint ``evaluate-glue.sh`` scores."""
+    return ft_dir(plan, BERT_ROWS[0], seed) / task / "checkpoint_best.pt"
+
+
+def predictions_dir(plan: Plan, arch: str, seed: int) -> Path:
+    """Per-example dev predictions of a layout and seed (:mod:`.pande_predict`)."""
+    return ft_dir(plan, arch, seed) / "eval" / "predictions"
+
+
 def seeds_of(s: Scale, base: bool) -> Tuple[int, ...]:
     return s.base_seeds if base else s.seeds
 
 
-def build(scale: str, runs: Path) -> Plan:
-    """The plan of ``scale`` with its runs under ``runs``."""
+def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
+    """The plan of ``scale`` with its runs under ``runs``; ``device`` ("cpu"
+    or "cuda") where the reduced scales train and analyse."""
     if scale == "paper":
-        return build_paper(runs)
+        return build_paper(runs, device)
     s = SCALES[scale]
-    plan = Plan(PAPER, scale, runs, sorted(set(s.base_seeds) | set(s.seeds)))
+    plan = Plan(PAPER, scale, runs, sorted(set(s.base_seeds) | set(s.seeds)), device=device)
+    cuda = [] if device == "cpu" else ["--cuda"]
     d = add_data_steps(plan, s)
     t_nmt, t_gen, t_pre, t_ft, t_an = s.minutes
     for letter in LETTERS:
@@ -179,7 +226,7 @@ def build(scale: str, runs: Path) -> Plan:
                  ["bash", "scripts/pretrain-bert.sh", "roberta_local_base", "--data", d["corpus"],
                   "--save-dir", bert_run(plan, arch),
                   "--updates", s.bert_updates, "--updates-512", 0, "--lengths", "64,128", "--max-positions", 128,
-                  "--batch-size", 32, "--update-freq", 1, "--lr", "1e-3", "--warmup", s.bert_updates // 10, "--cpu",
+                  "--batch-size", 32, "--update-freq", 1, "--lr", "1e-3", "--warmup", s.bert_updates // 10, *plan.cpu_flag(),
                   "--", *BERT_MODEL, SEGMENTS, "--attn-layout", table4_layout(arch), "--dropout", "0.0",
                   "--attention-dropout", "0.0", "--seed", 1], t_pre)
         for seed in seeds_of(s, base):
@@ -189,10 +236,21 @@ def build(scale: str, runs: Path) -> Plan:
             plan.add(f"{PAPER}/bert/{arch}/glue-s{seed}/eval", f"{arch}: GLUE dev metrics, seed {seed}",
                      ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, arch, seed), "--data", d["glue"],
                       "--glue-dir", d["glue_raw"], "--out", ft_dir(plan, arch, seed) / "eval", "--tasks",
-                      " ".join(TASKS)], 0.1)
-    add_analysis(plan, nmt_run(plan, "a", s.base_seeds[0]) / "checkpoint_last.pt", d["nmt"],
-                 bert_run(plan, BERT_ROWS[0]) / "checkpoint_last.pt", d, s.sentences, t_an)
+                      " ".join(TASKS), *cuda], 0.1)
+            add_predictions(plan, arch, seed, d["glue"], d["glue_raw"], 0.1)
+    add_analysis(plan, nmt_run(plan, "a", ANALYSIS_SEED) / "checkpoint_last.pt", d["nmt"], d, s.sentences, t_an)
     return plan
+
+
+def add_predictions(plan: Plan, arch: str, seed: int, glue: Path, glue_raw: Path,
+                    minutes: "float | None" = None) -> None:
+    """Each task's dev predictions of one layout and seed, example by
+    example: the units of the bootstrap over dev examples that decides Table 4's
+    comparisons where a row has fewer than three seeds."""
+    cmd = ["python", "-m", "fairseq_local.reproduce.pande_predict", "--runs", ft_dir(plan, arch, seed), "--data",
+           glue, "--glue-dir", glue_raw, "--tasks", *TASKS, "--out", predictions_dir(plan, arch, seed)]
+    plan.add(f"{PAPER}/bert/{arch}/glue-s{seed}/predictions", f"{arch}: dev predictions per example, seed {seed}",
+             cmd + ([] if plan.device == "cpu" and plan.scale != "paper" else ["--cuda"]), minutes)
 
 
 def finetune_cmd(plan: Plan, d: dict, arch: str, task: str, seed: int, updates: int) -> List:
@@ -202,33 +260,47 @@ def finetune_cmd(plan: Plan, d: dict, arch: str, task: str, seed: int, updates: 
     return ["bash", "scripts/finetune-glue.sh", "--data", d["glue"] / f"{task}-bin", "--task", task,
             "--checkpoint", bert_run(plan, arch) / "checkpoint_last.pt", "--save-dir",
             ft_dir(plan, arch, seed) / task, "--max-update", updates, "--batch-size", FT_BATCH, "--lr", FT_LR,
-            "--max-positions", 128, "--cpu", "--", *BERT_MODEL, "--seed", seed]
+            "--max-positions", 128, *plan.cpu_flag(), "--", *BERT_MODEL, "--seed", seed]
 
 
-def add_analysis(plan: Plan, nmt_ckpt: Path, nmt_data: Path, bert_ckpt: Path, d: dict, n: int,
-                 minutes: "float | None") -> None:
-    """Figs. 1–3: dump, attention bias and gradient sensitivity of the NMT
-    baseline and of BERT-base, on sentences with gold trees."""
-    conllu = nmt_data / "raw" / "test.src.conllu"
-    bert_opts = ["--bpe", "sentencepiece", "--bpe-model", d["corpus"] / "bpe" / "spm.model"]
-    for what, ckpt, data, opts in (("nmt", nmt_ckpt, nmt_data, []), ("bert", bert_ckpt, d["corpus"], bert_opts)):
-        out = analysis_dir(plan, what)
-        model = ["--path", ckpt, "--data", data, "--conllu", conllu, *opts, "--max-sentences", n]
-        plan.add(f"{PAPER}/analysis/{what}/dump", f"{what}: attention of every head",
-                 ["fairseq-local", "attention", "dump", *model, "--quiet", "--out", out / "attention.pt", "--force"],
-                 0.05 if minutes is not None else None, folders=[out])
-        plan.add(f"{PAPER}/analysis/{what}/bias", f"{what}: attention bias (Figs. 2-3)",
-                 ["fairseq-local", "analyze", "bias", out / "attention.pt", "--quiet", "--out", out, "--force"],
-                 0.05 if minutes is not None else None)
-        plan.add(f"{PAPER}/analysis/{what}/sensitivity", f"{what}: gradient sensitivity (Fig. 1)",
-                 ["fairseq-local", "analyze", "sensitivity", *model, "--quiet", "--out", out, "--force"], minutes)
+def add_analysis(plan: Plan, nmt_ckpt: Path, nmt_data: Path, d: dict, n: int, minutes: "float | None",
+                 seed: int = ANALYSIS_SEED) -> None:
+    """Figs. 1–3 at a reduced scale: dump, attention bias and gradient
+    sensitivity of the NMT baseline on its test sentences, and of BERT-base
+    fine-tuned on each task (``seed``) on ``n`` of that task's test sentences
+    with the generator's gold trees (:func:`task_conllu`)."""
+    cuda = [] if plan.device == "cpu" else ["--cuda"]
+    _analysis_steps(plan, "nmt", ["--path", nmt_ckpt, "--data", nmt_data, "--conllu",
+                                  nmt_data / "raw" / "test.src.conllu", *cuda], (n, n), minutes)
+    bpe = ["--bpe", "sentencepiece", "--bpe-model", d["corpus"] / "bpe" / "spm.model"]
+    for task in TASKS:
+        _analysis_steps(plan, bert_analysis(task),
+                        ["--path", finetuned(plan, task, seed), "--data", d["glue"] / f"{task}-bin", "--conllu",
+                         task_conllu(d["glue_raw"], task), *bpe, *cuda], (n, n), minutes)
 
 
-def build_paper(runs: Path) -> Plan:
+def _analysis_steps(plan: Plan, what: str, model: List, n: Tuple[int, int], minutes: "float | None") -> None:
+    """The three steps of one analysed model: its attention on ``n[1]``
+    sentences, their bias (Figs. 2-3), and the sensitivity on the first
+    ``n[0]`` (Fig. 1)."""
+    out, short = analysis_dir(plan, what), None if minutes is None else 0.05
+    name = analysed(plan.scale)[what]
+    plan.add(f"{PAPER}/analysis/{what}/dump", f"{name}: attention of every head",
+             ["fairseq-local", "attention", "dump", *model, "--max-sentences", n[1], "--quiet", "--out",
+              out / "attention.pt", "--force"], short, folders=[out])
+    plan.add(f"{PAPER}/analysis/{what}/bias", f"{name}: attention bias (Figs. 2-3)",
+             ["fairseq-local", "analyze", "bias", out / "attention.pt", "--quiet", "--out", out, "--force"], short)
+    plan.add(f"{PAPER}/analysis/{what}/sensitivity", f"{name}: gradient sensitivity (Fig. 1)",
+             ["fairseq-local", "analyze", "sensitivity", *model, "--max-sentences", n[0], "--quiet", "--out", out,
+              "--force"], minutes)
+
+
+def build_paper(runs: Path, device: str = "cpu") -> Plan:
     """The paper's own settings (§5): WMT'14 En-De and En-Ru with
     Transformer-base, BERT-base pretrained on Wikipedia and Gutenberg, real
-    GLUE.  For GPUs; ``--dry-run`` prints it."""
-    plan = Plan(PAPER, "paper", runs, (1,))
+    GLUE.  For GPUs (the scripts choose the device; ``device`` is recorded);
+    ``--dry-run`` prints it."""
+    plan = Plan(PAPER, "paper", runs, (1,), device=device)
     data = runs / "data-paper"
     for pair in ("en-de", "en-ru"):
         plan.add(f"data-paper/wmt14_{pair}", f"WMT'14 {pair}: download, clean, BPE, binarise",
@@ -260,25 +332,42 @@ def build_paper(runs: Path) -> Plan:
         plan.add(f"{PAPER}/bert/{arch}/glue-s1/eval", f"{arch}: GLUE dev metrics",
                  ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, arch, 1), "--data", glue, "--glue-dir",
                   glue_raw, "--out", ft_dir(plan, arch, 1) / "eval", "--tasks", " ".join(TASKS), "--cuda"])
-    d = {"corpus": corpus}
+        add_predictions(plan, arch, 1, glue, glue_raw)
+    d = {"corpus": corpus, "glue": glue, "glue_raw": glue_raw, "parsed": data / "parsed"}
     nmt = data / "wmt14_en-de"
-    add_analysis_paper(plan, plan.out / "wmt14_en-de" / "a" / "checkpoint_best.pt", nmt,
-                       bert_run(plan, BERT_ROWS[0]) / "checkpoint_last.pt", d)
+    add_analysis_paper(plan, plan.out / "wmt14_en-de" / "a" / "checkpoint_best.pt", nmt, d)
     return plan
 
 
-def add_analysis_paper(plan: Plan, nmt_ckpt: Path, nmt_data: Path, bert_ckpt: Path, d: dict) -> None:
-    """Figs. 1–3 at paper scale: newstest2014's English side needs gold
-    trees (``--conllu``, e.g. parsed with a UD parser) for the syntactic
-    scores; the plan reads them from DATA/work/newstest2014.en.conllu."""
-    conllu = nmt_data / "work" / "newstest2014.en.conllu"
-    for what, ckpt, data, opts in (("nmt", nmt_ckpt, nmt_data, []), ("bert", bert_ckpt, d["corpus"], ["--bpe", "gpt2"])):
-        out = analysis_dir(plan, what)
-        model = ["--path", ckpt, "--data", data, "--conllu", conllu, *opts, "--max-sentences", 1000, "--cuda"]
-        plan.add(f"{PAPER}/analysis/{what}/dump", f"{what}: attention of every head",
-                 ["fairseq-local", "attention", "dump", *model, "--quiet", "--out", out / "attention.pt", "--force"],
-                 folders=[out])
-        plan.add(f"{PAPER}/analysis/{what}/bias", f"{what}: attention bias (Figs. 2-3)",
-                 ["fairseq-local", "analyze", "bias", out / "attention.pt", "--quiet", "--out", out, "--force"])
-        plan.add(f"{PAPER}/analysis/{what}/sensitivity", f"{what}: gradient sensitivity (Fig. 1)",
-                 ["fairseq-local", "analyze", "sensitivity", *model, "--quiet", "--out", out, "--force"])
+def parsed_conllu(parsed: Path, name: str) -> Path:
+    """The parser's CoNLL-U of a paper-scale test set (``name``: a GLUE task
+    or newstest2014); the parser's name and version are in FILE.json."""
+    return parsed / f"{name}.conllu"
+
+
+def add_analysis_paper(plan: Plan, nmt_ckpt: Path, nmt_data: Path, d: dict) -> None:
+    """Figs. 1–3 at paper scale.  The syntactic sets need trees the paper
+    does not say how it made ("syntactically related tokens", parser not
+    named): each test set is parsed by :data:`.pande_parse.PARSER` (Universal
+    Dependencies) in a step of its own, its name and version recorded beside
+    the CoNLL-U and stated in the report.  §3.1 samples 100 sentences of each
+    task's test set (Fig. 1), §3.2 1,000 (Figs. 2-3): 1,000 are parsed, the
+    sensitivity reads the first 100 of them (a random sample too)."""
+    from .pande_parse import PARSER, PARSER_VERSION
+
+    n_sens, n_bias = PAPER_SENTENCES
+    parse = ["python", "-m", "fairseq_local.reproduce.pande_parse", "--sentences", n_bias, "--seed", 1]
+    by = f"parsed by {PARSER} {PARSER_VERSION}"
+    news = parsed_conllu(d["parsed"], "newstest2014")
+    plan.add(f"{PAPER}/parse/newstest2014", f"newstest2014 English side: {n_bias} sentences {by}",
+             [*parse, "--text", nmt_data / "tok" / "test.en", "--pretokenized", "--out", news])
+    _analysis_steps(plan, "nmt", ["--path", nmt_ckpt, "--data", nmt_data, "--conllu", news, "--cuda"],
+                    PAPER_SENTENCES, None)
+    for task in TASKS:
+        conllu = parsed_conllu(d["parsed"], task)
+        plan.add(f"{PAPER}/parse/{task}", f"{task} test set: {n_bias} sentences {by}",
+                 [*parse, "--glue-dir", d["glue_raw"], "--task", task, "--split", TEST_SPLIT.get(task, "test"),
+                  "--out", conllu])
+        _analysis_steps(plan, bert_analysis(task),
+                        ["--path", finetuned(plan, task, 1), "--data", d["glue"] / f"{task}-bin", "--conllu", conllu,
+                         "--bpe", "gpt2", "--cuda"], PAPER_SENTENCES, None)

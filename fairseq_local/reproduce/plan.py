@@ -64,6 +64,12 @@ class Plan:
     runs: Path
     seeds: Sequence[int]
     steps: List[Step] = field(default_factory=list)
+    device: str = "cpu"  # "cpu" or "cuda": where the reduced scales train (paper scale: the scripts' own choice)
+
+    def cpu_flag(self) -> List[str]:
+        """``["--cpu"]`` for the scripts that take it when the plan runs on
+        the CPU; nothing on ``cuda``, where fairseq takes the GPU."""
+        return ["--cpu"] if self.device == "cpu" else []
 
     @property
     def out(self) -> Path:

@@ -2,20 +2,20 @@
 spread, Markdown tables beside the paper's numbers, one verdict line per
 finding, and the record of seeds and hardware.
 
-A finding is decided on the spread over seeds.  Two means differ
-*measurably* when their difference exceeds twice its standard error, with
-the seeds' pooled standard deviation (:func:`margin`); with a single run
-there is no spread, and a finding that needs one is "not comparable".
+Findings are decided by :mod:`.verdicts`: four verdicts, each resting on
+a 95 % interval (over three seeds or more, else a bootstrap over sentences
+or heads), with an equivalence test against a stated margin for every claim
+of equality.
 """
 
 import json
-import math
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence
 
-REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE = "reproduced", "not reproduced", "not comparable"
+from .verdicts import (CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED, VERDICTS, Clause,  # noqa: F401
+                       combine)
 
 
 @dataclass(frozen=True)
@@ -45,56 +45,38 @@ class Values:
         return f"{self.mean:.{digits}f} ± {self.sd:.{digits}f} ({self.n})"
 
 
-def pooled_sd(groups: Iterable[Values]) -> Optional[float]:
-    """The pooled standard deviation of every group with two runs or more."""
-    num = den = 0.0
-    for g in groups:
-        if g.n > 1:
-            num += (g.n - 1) * g.sd ** 2  # type: ignore[operator]
-            den += g.n - 1
-    return math.sqrt(num / den) if den else None
-
-
-def margin(sd: Optional[float], n1: int, n2: int) -> Optional[float]:
-    """Twice the standard error of a difference of two means of n1 and n2
-    runs with standard deviation ``sd``; None without a spread."""
-    if sd is None or n1 < 1 or n2 < 1:
-        return None
-    return 2 * sd * math.sqrt(1 / n1 + 1 / n2)
-
-
-def compare(a: Values, b: Values, sd: Optional[float]) -> Optional[str]:
-    """"above", "below" or "equal" (within :func:`margin`) for mean(a)
-    against mean(b); None when either is missing or there is no spread."""
-    if not a.values or not b.values:
-        return None
-    m = margin(sd, a.n, b.n)
-    if m is None:
-        return None
-    d = a.mean - b.mean  # type: ignore[operator]
-    return "above" if d > m else "below" if d < -m else "equal"
-
-
 @dataclass(frozen=True)
 class Finding:
-    """One of a paper's findings and what the measurements say about it."""
+    """One of a paper's findings and what the measurements say about it:
+    one of the four :data:`~.verdicts.VERDICTS`, the deciding clause's
+    estimate and 95 % interval (``"-"`` where none), and the evidence."""
 
     id: str
     text: str
     verdict: str
     evidence: str
+    estimate: str = "-"
 
     def line(self) -> str:
-        return f"- **{self.id}** {self.text} **{self.verdict}**: {self.evidence}"
+        return f"- **{self.id}** {self.text} **{self.verdict}** {{{self.estimate}}}: {self.evidence}"
+
+
+def decide(fid: str, text: str, clauses: Sequence[Clause], evidence: str = "") -> Finding:
+    """A finding decided by :func:`~.verdicts.combine` over its clauses,
+    every clause's test written into the evidence."""
+    verdict, key = combine(clauses)
+    est = key.estimate.text() if key is not None and key.estimate is not None else "-"
+    tests = "; ".join(c.text() for c in clauses)
+    return Finding(fid, text, verdict, f"{evidence}. Tests: {tests}" if evidence else f"Tests: {tests}", est)
 
 
 def read_findings(text: str) -> List[Finding]:
     """The findings of a report's text: its :meth:`Finding.line` lines."""
     import re
 
-    verdicts = "|".join(re.escape(v) for v in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE))
-    pattern = re.compile(rf"^- \*\*(\S+)\*\* (.*) \*\*({verdicts})\*\*: (.*)$")
-    return [Finding(*m.groups()) for m in map(pattern.match, text.splitlines()) if m]
+    verdicts = "|".join(re.escape(v) for v in VERDICTS)
+    pattern = re.compile(rf"^- \*\*(\S+)\*\* (.*) \*\*({verdicts})\*\* \{{(.*?)\}}: (.*)$")
+    return [Finding(m[1], m[2], m[3], m[5], m[4]) for m in map(pattern.match, text.splitlines()) if m]
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -108,7 +90,8 @@ def paper_value(v: Optional[float], digits: int = 2) -> str:
     return "-" if v is None else f"{v:.{digits}f}"
 
 
-BY_SPREAD = "The findings below are decided on that spread."
+BY_SPREAD = ("The findings below are decided on 95 % intervals: Welch's t over seeds where a row has three "
+             "or more, else a bootstrap over sentences or heads, as each finding states.")
 
 
 def environment_section(env: Dict[str, str], seeds: Sequence[int], timing: str, basis: str = BY_SPREAD) -> str:
@@ -130,7 +113,7 @@ def environment_section(env: Dict[str, str], seeds: Sequence[int], timing: str, 
 
 
 def findings_section(findings: Sequence[Finding]) -> str:
-    counts = {v: sum(f.verdict == v for f in findings) for v in (REPRODUCED, NOT_REPRODUCED, NOT_COMPARABLE)}
+    counts = {v: sum(f.verdict == v for f in findings) for v in VERDICTS}
     head = ", ".join(f"{n} {v}" for v, n in counts.items())
     return "\n".join(["## Findings", "", f"{len(findings)} findings: {head}.", ""]
                      + [f.line() for f in findings]) + "\n"

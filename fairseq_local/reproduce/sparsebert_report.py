@@ -1,36 +1,29 @@
-"""The report of ``reproduce sparsebert``: Tables 1 and 3, Fig. 3 (a PNG and
-its table) and Fig. 6 beside the paper's numbers, and a verdict per finding
-(:data:`~.numbers_sparsebert.SPARSEBERT_FINDINGS`).
+"""The report of ``reproduce sparsebert``: Tables 1 and 3, Figs. 2 and 3 (PNGs
+and tables) and Fig. 6 beside the paper's numbers, and a verdict per finding
+(:mod:`.sparsebert_findings`).
 
 Metrics are GLUE's (:func:`.report.glue_metric`: CoLA MCC, QQP and MRPC F1,
 STS-B Spearman, else accuracy); an average is over a seed's tasks.  Sparsity
-ρ = 1 − |M|/n² (§3) twice: at n = 128 as the paper (fixed patterns counted,
-DAM's evaluation mask 1[α > 0], Fig. 3's exported mask file), and on the dev
-sentences as the fine-tuning log reports it (``rho`` of the validation that
-chose ``checkpoint_best.pt``, Eq. 9).  Findings compare dev sparsities: the
-stand-in sentences have 11–71 tokens, and entries beyond them are never used.
-
-Verdicts rest on the spread over fine-tuning seeds (Table 1's rows, pooled),
-also for rows run with one seed: a claim that A scores higher (lower) than B
-holds when the difference exceeds :func:`.report.margin` in that direction;
-"does not hurt" when A is not measurably below B.  Without the runs or a
-spread: "not comparable".
+ρ = 1 − |M|/n² (§3) twice: at n = 128 as the paper counts it (fixed patterns,
+DAM's evaluation mask 1[α > 0], the mask files), and realised on the dev
+sentences, the mean over them of each sentence's ρ (``rho`` of the fine-tuning
+log's validation that chose ``checkpoint_best.pt``, Eq. 9).  Comparisons "at
+the same sparsity" use the realised one.
 """
 
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .numbers_sparsebert import GLUE_COLUMNS, SPARSEBERT_FINDINGS, SPARSEBERT_TABLE1, SPARSEBERT_TABLE3
-from .report import (NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Finding, Values, compare, margin, paper_value,
-                     pooled_sd, table)
+from .numbers_sparsebert import GLUE_COLUMNS, SPARSEBERT_TABLE1, SPARSEBERT_TABLE3
 from .plan import Plan
-from .sparsebert import (FIXED, MODELS, N, PAPER, SCALES, TABLE1, TITLE, Scale, bert_dir, class_means, columns, dam_row,
-                         dam_rows, fig3_source, ft_dir, gather, lam_name, mask_path, mean)
+from .report import Values, paper_value, table
+from .sparsebert import (FILE_ROWS, FIXED, MODELS, N, PAPER, SCALES, TABLE1, TITLE, bert_dir, columns, dam_row,
+                         dam_rows, ft_dir, mask_path, mean, model_shape, p_checkpoint, p_lr_scale, row_mask)
+from .sparsebert_findings import REACH, fig3_findings, fig6_findings, p_findings, table1_findings, table3_findings
+from .sparsebert_figures import fig2_png, fig3_png, model_name
+from .sparsebert_masks import sentence_lengths
+from .sparsebert_runs import Runs, gather, p_units
 
-TEXT = {f["id"]: f["text"] for f in SPARSEBERT_FINDINGS}
-BLOCK = 16  # reduced scales: P is read on the first 16 positions, which ~95 % of the stand-in sentences reach
-NEAR = 0.10  # Fig. 6: a two-stage mask is "at comparable sparsity" within 10 points of dev ρ
-NB_ONLY, NB_SPECIAL = ("strided", "fixed", "logsparse"), ("bigbird", "longformer", "star")  # §4.2's categories
 Scores = Dict[str, Dict[str, Values]]
 
 
@@ -56,342 +49,249 @@ def hard_sparsity(ckpts: Sequence[Path], n: int = N) -> Optional[float]:
     return mean(out)
 
 
-def mask_share(path: Path) -> Optional[float]:
-    """The share of entries an exported mask file removes, mean over its heads."""
+def mask_matrices(path: Path) -> Optional[list]:
+    """The bool (N, N) matrices of a mask file, or None."""
     from ..attention.masks.file import load_mask_file
     from ..errors import OneLineError
 
     try:
-        masks = load_mask_file(str(path))
+        return [e["matrix"].bool() for e in load_mask_file(str(path)).values()]
     except OneLineError:
         return None
-    return mean([1 - float(e["matrix"].float().mean()) for e in masks.values()])
 
 
-def _f(fid: str, ok: Optional[bool], evidence: str) -> Finding:
-    verdict = NOT_COMPARABLE if ok is None else REPRODUCED if ok else NOT_REPRODUCED
-    return Finding(fid, TEXT[fid], verdict, evidence)
+def mask_share(path: Path) -> Optional[float]:
+    """The share of entries a mask file removes, mean over its heads."""
+    ms = mask_matrices(path)
+    return None if ms is None else mean([1 - float(m.float().mean()) for m in ms])
 
 
-def _cmp(a: Values, b: Values, sd: Optional[float]) -> Tuple[Optional[str], str]:
-    """(compare's outcome, "+d.dd") of mean(a) − mean(b); (None, why) without runs or a spread."""
-    if not a.values or not b.values:
-        return None, "missing runs"
-    return compare(a, b, sd), f"{a.mean - b.mean:+.2f}"  # type: ignore[operator]
+def dev_lengths(plan: Plan, task: str) -> Optional[List[int]]:
+    """Tokens per dev sentence of ``task`` as the model reads them, or None before the data."""
+    from .pande import data_dirs
+
+    glue = plan.runs / "data-paper" / "glue-bin" if plan.scale == "paper" else data_dirs(plan.runs, plan.scale)["glue"]
+    try:
+        return sentence_lengths(glue / f"{task}-bin")
+    except (OSError, ValueError):
+        return None
 
 
-def _margin_text(sd: Optional[float], n1: int = 1, n2: int = 1) -> str:
-    return "no spread" if sd is None else f"margin ±{margin(sd, n1, n2):.2f} (2 standard errors, seed sd {sd:.2f})"
-
-
-def p_findings(heads: Optional[List[Dict[str, float]]]) -> List[Finding]:
-    """S1–S3 from the class means of each head's P (the spread: over heads)."""
-    if not heads:
-        return [_f(x, None, "needs a learned P (a DAM_u checkpoint)") for x in ("S1", "S2", "S3")]
-    v = {c: Values(tuple(h[c] for h in heads)) for c in ("diag", "neighbour", "special", "other")}
-    sd = pooled_sd(v.values())
-    means = ", ".join(f"{c} {x.mean:.3f}" for c, x in v.items()) + f" over {len(heads)} heads; " + _margin_text(
-        sd, len(heads), len(heads)).replace("seed sd", "sd over heads")
-    if sd is None:
-        return [_f(x, None, "needs several heads for a spread") for x in ("S1", "S2", "S3")]
-    others = [c for c in v if c != "diag"]
-    s1 = all(compare(v["diag"], v[c], sd) == "below" for c in others)
-    s2 = all(compare(v["neighbour"], v[c], sd) == "above" for c in v if c != "neighbour")
-    spread = sum(h["other_sd"] for h in heads) / len(heads)
-    s3 = compare(v["special"], v["other"], sd) == "above" and spread < v["special"].mean - v["other"].mean
-    return [_f("S1", s1, "mean P: " + means), _f("S2", s2, "mean P: " + means),
-            _f("S3", s3, f"mean P: {means}; sd of P over the other positions {spread:.3f}")]
-
-
-def table1_findings(avgs: Dict[str, Values], sd: Optional[float]) -> List[Finding]:
-    """S4–S7: Table 1's averages (S4 is a theorem, S7 needs SWAG and SQuAD)."""
-    out = [_f("S4", None, "a theorem (proof in the paper's Appendix A); nothing to measure")]
-    base, rnd, nd = (avgs.get(r, Values(())) for r in TABLE1)
-    c_nd, d_nd = _cmp(nd, base, sd)
-    c_rnd, d_rnd = _cmp(rnd, base, sd)
-    ev = (f"average no-diag − base {d_nd}, random − base {d_rnd}; " + _margin_text(sd, nd.n, base.n)
-          if c_nd and c_rnd else "needs the three rows and several seeds for a spread")
-    out.append(_f("S5", None if c_nd is None else c_nd != "below", ev))
-    out.append(_f("S6", None if c_rnd is None else c_rnd == "below", ev))
-    out.append(_f("S7", None, "SWAG and SQuAD are not run by this plan"))
-    return out
-
-
-def fig3_findings(scores: Scores, prune: Sequence[int], tasks: Sequence[str], sd: Dict[str, Optional[float]]
-                  ) -> List[Finding]:
-    """S8 (P beats random at every P and task) and S9 (CoLA stable, RTE drops)."""
-    cols, diffs, miss, ok = columns(tasks), [], [], True
-    for c in cols:
-        for p in prune:
-            out, d = _cmp(scores.get(f"prune-{p}", {}).get(c, Values(())),
-                          scores.get(f"random-{p}", {}).get(c, Values(())), sd.get(c))
-            if out is None:
-                miss.append(f"{c} {p}%")
-                continue
-            diffs.append(f"{c} {p}% {d}")
-            ok = ok and out == "above"
-    if miss or not diffs:
-        s8 = _f("S8", None, "needs every P-pruned and random run and a spread; missing: " + (", ".join(miss) or "all"))
-    else:
-        s8 = _f("S8", ok, "P-pruned − random: " + "; ".join(diffs) + "; "
-                + ", ".join(f"{c} {_margin_text(sd[c])}" for c in cols))
-    lo, hi = f"prune-{min(prune)}", f"prune-{max(prune)}"
-    parts, verdicts = [], []
-    for task, want in (("CoLA", "stable"), ("RTE", "drops")):
-        out, d = _cmp(scores.get(hi, {}).get(task, Values(())), scores.get(lo, {}).get(task, Values(())), sd.get(task))
-        if out is None:
-            parts.append(f"{task}: no runs or spread")
-            verdicts.append(None)
-        else:
-            parts.append(f"{task} {max(prune)}% − {min(prune)}% {d} ({out})")
-            verdicts.append(out != "below" if want == "stable" else out == "below")
-    s9 = _f("S9", None if None in verdicts else all(verdicts), "; ".join(parts))
-    return [s8, s9]
-
-
-def table3_findings(avgs: Dict[str, Values], rho: Dict[str, Optional[float]], s: Scale, sd: Optional[float],
-                    masks: Dict[str, Optional[list]]) -> List[Finding]:
-    """S10–S15 on the averages and the dev sparsities of Table 3's rows;
-    S14 on the learned masks at the largest λ (``masks``: kind -> hard (n, n) matrices)."""
-    out = []
-    dam, pairs, above, below = dam_rows(s), 0, 0, []
-    for r in dam:
-        for f in FIXED:
-            if rho.get(r) is None or rho.get(f) is None or rho[f] > rho[r]:
-                continue
-            c, _ = _cmp(avgs.get(r, Values(())), avgs.get(f, Values(())), sd)
-            if c is None:
-                continue
-            pairs += 1
-            above += c == "above"
-            below += [f"{r} < {f}"] if c == "below" else []
-    out.append(_f("S10", None if not pairs else above >= 0.8 * pairs,
-                  f"DAM measurably above in {above} of {pairs} pairs with the fixed mask at most as sparse (dev); "
-                  f"measurably below: {', '.join(below) or 'none'} (the paper: 22 of 25 above); " + _margin_text(sd)
-                  if pairs else "needs DAM and fixed rows with dev sparsities, and a spread"))
-    r, bb = dam_row("s", 1e-1), "bigbird"
-    c, d = _cmp(avgs.get(r, Values(())), avgs.get(bb, Values(())), sd)
-    if c is None or rho.get(r) is None or rho.get(bb) is None:
-        out.append(_f("S11", None, "needs DAM_s (lambda=1e-1), BigBird and a spread"))
-    else:
-        out.append(_f("S11", rho[r] > rho[bb] and c == "above", f"dev ρ {100 * rho[r]:.1f}% vs {100 * rho[bb]:.1f}%; "
-                      f"average DAM_s − BigBird {d}; " + _margin_text(sd)))
-    lams = sorted(s.lambdas)
-    seq = {k: [rho.get(dam_row(k, x)) for x in lams] for k in ("u", "s")}
-    if len(lams) < 2 or any(v is None for xs in seq.values() for v in xs):
-        out.append(_f("S12", None, "needs two lambdas or more with dev sparsities"))
-    else:
-        ok = all(a < b for xs in seq.values() for a, b in zip(xs, xs[1:]))
-        out.append(_f("S12", ok, "dev ρ by λ " + ", ".join(lam_name(x) for x in lams) + ": " + "; ".join(
-            f"DAM_{k} " + " / ".join(f"{100 * v:.1f}%" for v in xs) for k, xs in seq.items())))
-    texts, oks = [], []
-    for k in ("u", "s"):
-        v = [avgs.get(dam_row(k, x), Values(())) for x in lams]
-        ends, d = _cmp(v[-1], v[0], sd)
-        steps = [_cmp(b, a, sd)[0] for a, b in zip(v, v[1:])]
-        oks.append(None if ends is None or None in steps or len(lams) < 2 else ends == "below" and "above" not in steps)
-        texts.append(f"DAM_{k} " + " / ".join(x.cell() for x in v))
-    out.append(_f("S13", None if None in oks else all(oks), "average by λ " + ", ".join(lam_name(x) for x in lams)
-                  + ": " + "; ".join(texts) + "; " + _margin_text(sd)))
-    out.append(_s14(masks))
-    cats = {name: Values(tuple(x for r in rows for x in avgs.get(r, Values(())).values))
-            for name, rows in (("DAM", dam), ("neighbour+special", NB_SPECIAL), ("neighbour only", NB_ONLY))}
-    c, _ = _cmp(cats["neighbour only"], cats["DAM"], sd)
-    if c is None or not cats["neighbour+special"].values:
-        out.append(_f("S15", None, "needs every Table 3 row and a spread"))
-    else:
-        m = [x.mean for x in cats.values()]
-        out.append(_f("S15", m[0] > m[1] > m[2] and c == "below", "average by category: " + ", ".join(
-            f"{k} {x.mean:.2f} ({x.n} runs)" for k, x in cats.items()) + "; "
-            + _margin_text(sd, cats["neighbour only"].n, cats["DAM"].n)))
-    return out
-
-
-def _s14(masks: Dict[str, Optional[list]]) -> Finding:
-    """S14: the share of diagonal entries off and of neighbour entries on in
-    the hard (n, n) masks of each DAM kind, inside the first and last rows and
-    columns (which dam-s always keeps)."""
+def fixed_matrix(plan: Plan, row: str, task: str) -> Optional[object]:
+    """A fixed row's bool (N, N) mask: its file (reduced :data:`FILE_ROWS`), else its token."""
+    if plan.scale != "paper" and row in FILE_ROWS:
+        ms = mask_matrices(row_mask(plan, row, task))
+        return ms[0] if ms else None
+    from ..attention.masks import parse_mask
     import torch
 
-    ev, oks = [], []
-    for k in ("u", "s"):
-        ms = masks.get(k)
-        if not ms:
-            return _f("S14", None, "needs the DAM_u and DAM_s masks at the largest lambda")
-        n = ms[0].shape[0]
-        i, j = torch.arange(n - 2)[:, None], torch.arange(n - 2)[None, :]
-        inner = [m[1:n - 1, 1:n - 1].float() for m in ms]
-        off = mean([float(1 - m[i == j].mean()) for m in inner])
-        near = mean([float(m[(i - j).abs() == 1].mean()) for m in inner])
-        oks.append(off > 0.5 and near > 0.5)
-        ev.append(f"DAM_{k}: diagonal off {100 * off:.0f}%, neighbours on {100 * near:.0f}%")
-    return _f("S14", all(oks), "; ".join(ev) + " of the entries at the largest lambda (most: more than half)")
+    pos = torch.arange(N)
+    return parse_mask(MODELS[row][1]).dense(pos, pos).expand(N, N)  # type: ignore[arg-type]
 
 
-def fig6_findings(scores: Scores, rho: Dict[str, Dict[str, Optional[float]]], one: Sequence[str],
-                  two: Sequence[str], tasks: Sequence[str], sd: Dict[str, Optional[float]]) -> List[Finding]:
-    """S16: each one-stage DAM run against the two-stage run nearest in dev ρ (within :data:`NEAR`)."""
-    use = [t for t in ("QNLI", "MRPC") if t in tasks] or list(tasks)
-    parts, ok = [], True
-    for t in use:
-        for r in one:
-            x = rho.get(r, {}).get(t)
-            near = [(abs(rho[q][t] - x), q) for q in two if x is not None and rho.get(q, {}).get(t) is not None]
-            if not near or min(near)[0] > NEAR:
-                continue
-            q = min(near)[1]
-            c, d = _cmp(scores.get(r, {}).get(t, Values(())), scores.get(q, {}).get(t, Values(())), sd.get(t))
-            if c is None:
-                continue
-            parts.append(f"{t}: {r} (ρ {100 * x:.0f}%) − {q} (ρ {100 * rho[q][t]:.0f}%) {d}")
-            ok = ok and c == "above"
-    note = "" if {"QNLI", "MRPC"} & set(tasks) else "QNLI and MRPC not run, so on the tasks run: "
-    if not parts:
-        return [_f("S16", None, f"{note}no one-stage run within {100 * NEAR:.0f} points of a two-stage run's dev "
-                                f"sparsity on {', '.join(use)}, or no spread")]
-    return [_f("S16", ok, note + "; ".join(parts) + "; " + ", ".join(f"{t} {_margin_text(sd.get(t))}" for t in use))]
+def cannot_work(plan: Plan, task: str, lengths: Optional[List[int]]) -> Dict[str, str]:
+    """Longformer and BigBird when their global positions (the rows a mask
+    keeps whole) lie in fewer than :data:`REACH` of the dev sentences."""
+    out = {}
+    for row in ("longformer", "bigbird"):
+        kept = fixed_matrix(plan, row, task)
+        if kept is None or not lengths:
+            continue
+        g = [i for i in range(N) if bool(kept[i].all())]  # type: ignore[index]
+        share = sum(any(x < n for x in g) for n in lengths) / len(lengths)
+        if share < REACH:
+            out[row] = (f"its global positions {[x + 1 for x in g]} lie beyond {100 * (1 - share):.0f}% of the "
+                        "dev sentences: the pattern is its window alone there")
+    return out
+
+
+def sentence_rhos(plan: Plan, rows: Sequence[str], task: str, lengths: List[int], ckpt) -> Dict[str, List[float]]:
+    """ρ of each dev sentence for DAM rows (first seed's hard masks, mean over heads) and fixed rows."""
+    out: Dict[str, List[float]] = {}
+    for r in rows:
+        if r in FIXED:
+            kept = fixed_matrix(plan, r, task)
+            if kept is not None:
+                out[r] = [1 - float(kept[:n, :n].float().mean()) for n in lengths]  # type: ignore[index]
+            continue
+        heads = dam_heads(ckpt(r)[0])
+        if heads:
+            out[r] = [mean([1 - float(m.matrix(n, "hard").mean()) for m in heads]) for n in lengths]  # type: ignore
+    return out
+
+
+def s14_units(ckpts: Sequence[Path], lengths: List[int]) -> Optional[List[Tuple[float, float]]]:
+    """(share of inner diagonal entries off, of inner neighbour entries on) over
+    the dev sentences, for each head of each checkpoint."""
+    import torch
+
+    out = []
+    for c in ckpts:
+        for m in dam_heads(c) or []:
+            off = on = n_d = n_nb = 0.0
+            for n in lengths:
+                if n < 4:
+                    continue
+                inner = m.matrix(n, "hard")[1:n - 1, 1:n - 1]
+                i = torch.arange(n - 2)
+                off += float((1 - inner[i, i]).sum())
+                on += float(inner[i[:-1], i[:-1] + 1].sum() + inner[i[:-1] + 1, i[:-1]].sum())
+                n_d, n_nb = n_d + n - 2, n_nb + 2 * (n - 3)
+            if n_d and n_nb:
+                out.append((off / n_d, on / n_nb))
+    return out or None
 
 
 def _pct(v: Optional[float]) -> str:
     return "-" if v is None else f"{100 * v:.1f}"
 
 
-def score_table(rows: Sequence[Tuple[str, str, Optional[float], dict]], scores: Scores, avgs: Dict[str, Values],
-                rho: dict, cols: Sequence[str]) -> str:
+def score_table(rows: Sequence[Tuple[str, str, Optional[float], dict]], runs: Runs, cols: Sequence[str]) -> str:
     """One line per (name, row, ρ at n = 128, the paper's {column: value}):
-    the sparsities, each column here and in the paper, and the averages."""
+    the seeds that finished, the sparsities, each column here and in the paper, and the averages."""
     out = []
     for name, r, sp, paper in rows:
-        cells = [name, _pct(sp), _pct(rho[r]["all"]), paper_value(paper.get("sparsity"), 1)]
+        cells = [name, f"{runs.avgs[r].n} of {len(runs.seeds[r])}", _pct(sp), _pct(runs.rho[r]["all"]),
+                 paper_value(paper.get("sparsity"), 1)]
         for c in cols:
-            cells += [scores[r][c].cell(1), paper_value(paper.get(c), 1)]
+            cells += [runs.scores[r][c].cell(1), paper_value(paper.get(c), 1)]
         same = mean([paper[c] for c in cols if paper.get(c) is not None])
-        out.append(cells + [avgs[r].cell(1), paper_value(same, 1)])
-    head = ["row", f"ρ % (n={N})", "ρ % (dev)", "ρ % paper", *[x for c in cols for x in (f"{c} here", f"{c} paper")]]
+        out.append(cells + [runs.avgs[r].cell(1), paper_value(same, 1)])
+    head = ["row", "seeds", f"ρ % (n={N})", "ρ % (dev)", "ρ % paper",
+            *[x for c in cols for x in (f"{c} here", f"{c} paper")]]
     return table(head + ["average here", "average paper (same tasks)"], out)
 
 
-def fig3_md(scores: Scores, rho: dict, shares: Dict[Tuple[str, str], Optional[float]], prune: Sequence[int],
+def fig3_md(runs: Runs, shares: Dict[Tuple[str, str], Optional[float]], prune: Sequence[int],
             tasks: Sequence[str]) -> str:
     rows = []
     for t in tasks:
         for p in prune:
             cells = [f"{p}", t]
             for how in ("prune", "random"):
-                r, sh = f"{how}-{p}", shares.get((f"{how}-{p}", t))
-                v = rho.get(r, {}).get(t)
+                r = f"{how}-{p}"
                 c = columns([t])[0]
-                cells += [scores.get(r, {}).get(c, Values(())).cell(1), _pct(v), _pct(sh)]
+                cells += [runs.scores.get(r, {}).get(c, Values(())).cell(1), _pct(runs.rho.get(r, {}).get(t)),
+                          _pct(shares.get((r, t)))]
             rows.append(cells)
-    return table(["P %", "task", "by P", "ρ % (dev)", f"pruned % (n={N})", "random", "ρ % (dev)",
+    return table(["ρ % target", "task", "by P", "ρ % (dev)", f"pruned % (n={N})", "random", "ρ % (dev)",
                   f"pruned % (n={N})"], rows)
 
 
-def fig3_png(scores: Scores, rho: dict, prune: Sequence[int], tasks: Sequence[str], path: Path) -> Optional[Path]:
-    """Metric against dev sparsity, pruning by P against random pruning, one panel per task."""
-    import logging
-
-    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # before matplotlib's import-time debug lines
-    from matplotlib.figure import Figure
-
-    from ..analysis.figures import save
-
-    fig = Figure(figsize=(4 * len(tasks), 3.2))
-    axes, drawn = fig.subplots(1, len(tasks), squeeze=False)[0], False
-    for ax, t in zip(axes, tasks):
-        c = columns([t])[0]
-        for how, label, style in (("prune", "pruning by P", "o-"), ("random", "random pruning", "s--")):
-            pts = sorted((100 * rho[r][t], scores[r][c].mean) for r in (f"{how}-{p}" for p in prune)
-                         if rho.get(r, {}).get(t) is not None and scores.get(r, {}).get(c, Values(())).values)
-            if pts:
-                ax.plot([x for x, _ in pts], [y for _, y in pts], style, label=label)
-                drawn = True
-        ax.set_xlabel("sparsity % (dev sentences)")
-        ax.set_ylabel(f"{t} ({'MCC' if t == 'CoLA' else 'metric'})")
-        ax.set_title(f"Fig. 3: {t}")
-        ax.legend(fontsize=8)
-    return save(fig, path) if drawn else None
-
-
-def fig6_md(scores: Scores, rho: dict, one: Sequence[str], two: Sequence[str], tasks: Sequence[str]) -> str:
+def fig6_md(runs: Runs, one: Sequence[str], two: Sequence[str], tasks: Sequence[str]) -> str:
     rows = []
     for stage, rs in (("one-stage (DAM)", one), ("two-stage (P pruned)", two)):
         for r in rs:
             for t in tasks:
-                v = rho.get(r, {}).get(t)
-                rows.append([stage, r, t, _pct(v), scores.get(r, {}).get(columns([t])[0], Values(())).cell(1)])
+                score = runs.scores.get(r, {}).get(columns([t])[0], Values(()))
+                rows.append([stage, r, t, _pct(runs.rho.get(r, {}).get(t)), score.cell(1)])
     return table(["stage", "run", "task", "ρ % (dev)", "score"], rows)
 
 
 def write_report(plan: Plan) -> Path:
-    """``RUNS/sparsebert/report.md`` and ``report_fig3.png``; runs not yet finished are "-"."""
+    """``RUNS/sparsebert/report.md`` and its PNGs; runs not yet finished are "-"."""
     from .. import outputs
+    from ..cli.sparsity import sparsity
     from .environment import environment
     from .plan import ROOT, step_timing
     from .report import environment_section, findings_section
-    from ..cli.sparsity import sparsity
 
     s, paper = SCALES[plan.scale], plan.scale == "paper"
+    shape = (12, 12) if paper else model_shape()
+    model = model_name(plan.scale, shape)
     fig3 = [f"{h}-{p}" for p in s.prune for h in ("prune", "random")]
     two = [f"prune-{p}" for p in sorted(set(s.prune) | set(s.fig6_prune))]
     rows = [*TABLE1, *dam_rows(s), *FIXED, *dict.fromkeys(fig3 + two)]
     seeds = {r: s.seeds if r in TABLE1 else s.sweep_seeds for r in rows}
-    scores, avgs, rho = gather(plan, rows, seeds, s.tasks)
-    cols = columns(s.tasks)
-    sd_col = {c: pooled_sd(scores[r][c] for r in rows) for c in cols}
-    sd_avg = pooled_sd(avgs.values())
+    runs = gather(lambda r, k: ft_dir(plan, r, k), rows, seeds, s.tasks)
+    cols, task = columns(s.tasks), s.tasks[0]
+    lengths = {t: dev_lengths(plan, t) for t in s.tasks}
 
-    def ckpts(r: str) -> List[Path]:  # where a DAM row's learned mask is
+    def ckpts(r: str) -> List[Path]:  # where a DAM row's learned masks are, one per seed
         if paper:
             return [bert_dir(plan, r) / "checkpoint_last.pt"]
-        return [ft_dir(plan, r, k) / t / "checkpoint_best.pt" for k in s.sweep_seeds for t in s.tasks]
+        return [ft_dir(plan, r, k) / task / "checkpoint_best.pt" for k in s.sweep_seeds]
 
-    rho128 = {r: sparsity(FIXED[r][1], N) for r in FIXED}
+    def at_n(r: str) -> Optional[float]:  # ρ of a fixed row's mask at n = 128 (its file's at the reduced scales)
+        if not paper and r in FILE_ROWS:
+            return mask_share(row_mask(plan, r, task))
+        return sparsity(MODELS[r][1], N) if MODELS[r][1] else 0.0
+
+    rho128 = {r: at_n(r) for r in FIXED}
     rho128.update({r: hard_sparsity(ckpts(r)) for r in dam_rows(s)})
-    p_src = bert_dir(plan, "p") / "checkpoint_last.pt" if paper else ckpts(dam_row("u", min(s.lambdas)))[0]
-    p_heads = dam_heads(p_src)
-    block = N if paper else BLOCK
-    classes = [class_means(m.matrix(block, "prob")) for m in p_heads] if p_heads else None
-    last = {k: dam_heads(ckpts(dam_row(k, max(s.lambdas)))[0]) for k in ("u", "s")}
-    masks = {k: [m.matrix(block, "hard") for m in v] if v else None for k, v in last.items()}
-    shares = {(f"{h}-{p}", t): mask_share(mask_path(plan, s, h, p, "" if paper else t))
-              for p in s.prune for h in ("prune", "random") for t in s.tasks}
-    findings = (p_findings(classes) + table1_findings(avgs, sd_avg) + fig3_findings(scores, s.prune, s.tasks, sd_col)
-                + table3_findings(avgs, {r: rho[r]["all"] for r in rows}, s, sd_avg, masks)
-                + fig6_findings(scores, rho, dam_rows(s), two, s.tasks, sd_col))
-    t1 = [(name, r, sparsity(MODELS[r][1], N) if MODELS[r][1] else 0.0,
-           dict(zip(GLUE_COLUMNS, SPARSEBERT_TABLE1["dev"][name]))) for r, name in TABLE1.items()]
+    # §3.1's P: read on the sentences it was learned on (reduced: each task's dev sentences; paper: n = 128)
+    units, p_heads, base = [], [], 0
+    for t in (["CoLA"] if paper else s.tasks):
+        heads = dam_heads(p_checkpoint(plan, t))
+        read = [N] if paper else lengths[t]
+        if heads and read:
+            mats = [m.matrix(min(N, m.max_len), "prob") for m in heads]
+            units += [{**u, "head": u["head"] + base} for u in p_units(mats, read)]
+            p_heads += mats
+            base += len(mats)
+    where = ("P of the §3.1 pre-training at n = 128 (special: tokens 1 and 128)" if paper else
+             f"P of the §3.1 runs on {', '.join(s.tasks)} read on their dev sentences (special: each sentence's "
+             f"first and last token; α's lr × {p_lr_scale(s)})")
+    cannot = cannot_work(plan, task, [n for t in s.tasks for n in lengths[t] or []])
+    per_sentence = sentence_rhos(plan, [*dam_rows(s), *FIXED], task, lengths[task], ckpts) if lengths[task] else {}
+    last = {k: s14_units(ckpts(dam_row(k, max(s.lambdas))), [N] if paper else lengths[task] or [])
+            for k in ("u", "s")}
+    shares = {(f"{h}-{p}", t): mask_share(mask_path(plan, h, p, t)) for p in s.prune for h in ("prune", "random")
+              for t in s.tasks}
+    fig6_tasks = [t for t in s.tasks if t in (s.fig6_tasks or s.tasks)]
+    findings = (p_findings(units, where) + table1_findings(runs, s.tasks, paper) + fig3_findings(runs, s.prune, s.tasks)
+                + table3_findings(runs, dam_rows(s), s.lambdas, s.tasks, per_sentence, last, cannot)
+                + fig6_findings(runs, dam_rows(s), two, s.tasks))
+    t1 = [(name, r, at_n(r), dict(zip(GLUE_COLUMNS, SPARSEBERT_TABLE1["dev"][name]))) for r, name in TABLE1.items()]
     names = {**{r: f"DAM_{r[4]} (lambda={r[6:]})" for r in dam_rows(s)}, **{r: FIXED[r][0] for r in FIXED}}
     t3 = [(name, r, rho128.get(r), dict(zip(SPARSEBERT_TABLE3["columns"], SPARSEBERT_TABLE3["rows"].get(name, ()))))
           for r, name in names.items()]
-    png = fig3_png(scores, rho, s.prune, s.tasks, plan.out / "report_fig3.png")
+    scale = f"{plan.scale} scale"
+    n_fig2 = N if paper else (sorted(lengths[task])[len(lengths[task]) // 2] if lengths[task] else 0)
+    png2 = fig2_png(p_heads[:shape[1]], n_fig2, f"Fig. 2: P averaged over {min(len(p_heads), shape[1])} heads "
+                    f"({task if not paper else 'pre-training'}, n = {n_fig2})\n{model}, {scale}",
+                    plan.out / "report_fig2.png") if p_heads and n_fig2 else None
+    png3 = fig3_png(runs.scores, runs.rho, s.prune, s.tasks, f"Fig. 3: {model}, {scale}", plan.out / "report_fig3.png")
     timing = step_timing(plan.runs, [st.id for st in plan.steps])
     data = ("the BERT corpus and GLUE, each row pretrained with its mask" if paper else
             "the stand-in corpus and the hard stand-in GLUE tasks (labels that need non-local information); one "
-            "full-attention model pretrained, converted into every layout, masks learned in fine-tuning")
+            "full-attention model pretrained, converted into every layout, masks and P learned in fine-tuning")
+    seeds_line = (f"Seeds per row: Table 1's rows {len(s.seeds)} ({', '.join(map(str, s.seeds))}); Table 3's, "
+                  f"Fig. 3's and Fig. 6's rows {len(s.sweep_seeds)} ({', '.join(map(str, s.sweep_seeds))}); §3.1's "
+                  "P one; the tables' \"seeds\" column counts those that finished.")
     text = "\n".join([
         f"{TITLE} at `{plan.scale}` scale", "",
         "Shi et al., \"SparseBERT: Rethinking the Importance Analysis in Self-attention\". "
-        f"Data: {data}. Tasks: {', '.join(s.tasks)}. "
+        f"Model: {model}. Data: {data}. Tasks: {', '.join(s.tasks)}. "
         f"Made by `fairseq-local reproduce {PAPER} --scale {plan.scale}`.", "",
         "Values on stand-in data cannot equal the paper's: what can repeat is the direction and size of each "
-        "difference, decided on the spread over fine-tuning seeds.", "",
+        "difference, decided on 95 % intervals as each finding states. " + seeds_line, "",
         environment_section(environment(ROOT), plan.seeds, timing),
         findings_section(findings),
+        "## Fig. 2: the importance P of §3.1", "",
+        "P = sigmoid(α) learned with P ⊙ A after the softmax, no Gumbel noise and no sparsity penalty (§3.1, "
+        f"Eq. 3-4). {where}.", "", *([f"![Fig. 2]({png2.name})", ""] if png2 else []),
         "## Table 1: removing the diagonal, dropping random entries", "",
-        f"Dev metric (CoLA: MCC), mean ± sd over seeds; ρ at n = {N} and on the dev sentences (random dropping "
-        f"removes n²/{N} entries of a sentence of n tokens, the diagonal n).", "",
-        score_table(t1, scores, avgs, rho, cols),
+        f"Dev metric (CoLA: MCC), mean ± sd (seeds). ρ at n = {N} and realised on the dev sentences. The paper "
+        f"drops 128 random entries of the 128×128 mask, as many as the diagonal at n = {N}; on a sentence of n "
+        f"tokens that pattern drops about n²/{N} entries where the diagonal drops n (the authors pad every "
+        "sentence to 128, so their runs had that gap on short sentences). "
+        + ("Here the authors' pattern." if paper else
+           "Here the random entries are drawn on the dev sentences' positions until the realised ρ is the "
+           "diagonal's (`sparsebert_masks random-drop`)."), "",
+        score_table(t1, runs, cols),
         "## Table 3: DAM against fixed sparse masks", "",
-        f"ρ at n = {N}: fixed masks counted, DAM's evaluation mask 1[α > 0] (entries beyond the sentences only "
-        "feel the L1 term); ρ (dev): the fine-tuning log's.", "",
-        score_table(t3, scores, avgs, rho, cols),
+        f"ρ at n = {N}: fixed masks counted, DAM's evaluation mask 1[α > 0]; ρ (dev): the fine-tuning log's. "
+        + ("" if paper else "Longformer's and BigBird's random positions are drawn among those of the dev "
+           "sentences (§4.2's \"input locations\"); drawn among 128 they lie beyond the stand-in sentences."), "",
+        score_table(t3, runs, cols),
         "## Fig. 3: pruning by P against random pruning", "",
-        f"Two-stage masks from {'the §3.1 run' if paper else fig3_source(s)}'s P; the paper prints no values.", "",
-        fig3_md(scores, rho, shares, s.prune, s.tasks), *([f"![Fig. 3]({png.name})", ""] if png else []),
+        f"Two-stage masks from §3.1's P, both pruned to the same ρ realised on each task's dev sentences "
+        f"(the paper prunes P % of the {N}×{N} entries); the paper prints no values.", "",
+        fig3_md(runs, shares, s.prune, s.tasks), *([f"![Fig. 3]({png3.name})", ""] if png3 else []),
         "## Fig. 6: one stage against two stages", "",
         "The paper prints no values (Fig. 6 plots QNLI and MRPC).", "",
-        fig6_md(scores, rho, dam_rows(s), two, [t for t in s.tasks if t in (s.fig6_tasks or s.tasks)]),
+        fig6_md(runs, dam_rows(s), two, fig6_tasks),
     ])
     path = plan.out / "report.md"
     plan.out.mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,11 @@ learning rate of 0.05): with every weight trained at a CPU's budget no gate
 closes (docs/nmt.md).  ``paper`` is Voita et al.'s WMT EN-RU Transformer-base,
 pruned with every weight fine-tuned (their ``train_concrete_heads.sh``), for
 GPUs.
+
+``device`` (``reproduce --device``) places the reduced scales: ``cpu`` passes
+``--cpu`` to every fairseq-train run (the model's and the pruning curve's);
+``cuda`` leaves fairseq on the GPU and runs the attention dump and the LRP
+importance there too (``--cuda``).  At ``paper`` scale the scripts choose.
 """
 
 from dataclasses import dataclass
@@ -74,10 +79,11 @@ def prune_dir(plan: Plan) -> Path:
     return plan.out / "prune"
 
 
-def build(scale: str, runs: Path) -> Plan:
-    """The plan of ``scale`` with its runs under ``runs``."""
+def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
+    """The plan of ``scale`` with its runs under ``runs``, training and
+    analysing on ``device`` ("cpu" or "cuda") at the reduced scales."""
     s = SCALES[scale]
-    plan = Plan(PAPER, scale, runs, (1,))
+    plan = Plan(PAPER, scale, runs, (1,), device=device)
     if scale == "paper":
         data, ckpt, conllu, ref, gen = paper_model_steps(plan)
     else:
@@ -87,11 +93,11 @@ def build(scale: str, runs: Path) -> Plan:
         plan.add(f"{PAPER}/nmt/base/train", "config (a), all heads global: training",
                  ["bash", "scripts/train.sh", "--data", data, "--arch", "a", "--save-dir", run, "--",
                   *decoder_layers(nmt_flags(PANDE_SCALES[scale]), DECODER_LAYERS),
-                  "--max-update", PANDE_SCALES[scale].nmt_updates, "--seed", 1], t_train)
+                  "--max-update", PANDE_SCALES[scale].nmt_updates, "--seed", 1, *plan.cpu_flag()], t_train)
         plan.add(f"{PAPER}/nmt/base/test", "config (a): translating the test set",
                  ["bash", "scripts/generate.sh", "--data", data, "--checkpoint", run / "checkpoint_last.pt",
                   "--out", run, "--ref", ref], t_gen)
-        ckpt, gen = run / "checkpoint_last.pt", []
+        ckpt, gen = run / "checkpoint_last.pt", ["--cuda"] if plan.device == "cuda" else []
     add_analysis_steps(plan, s, ckpt, data, conllu, ref, gen)
     return plan
 
@@ -105,8 +111,9 @@ def decoder_layers(flags: List, n: int) -> List:
 def add_analysis_steps(plan: Plan, s: Scale, ckpt: Path, data: Path, conllu: Path, ref: Path,
                        gen: List[str]) -> None:
     """Fig. 1 (roles, confidence, LRP importance) and the pruning curve
-    (Figs. 7–8, §8).  ``gen``: further options of the translations
-    (``--cuda`` at paper scale)."""
+    (Figs. 7–8, §8).  ``gen``: further options of the analyses (``--cuda``
+    at paper scale and on ``--device cuda``); the pruning runs' fairseq-train
+    gets ``--cpu`` on a CPU plan at the reduced scales."""
     est = s.minutes or (None,) * 5
     out = heads_dir(plan)
     model = ["--path", ckpt, "--data", data, "--conllu", conllu, "--max-sentences", s.sentences, *gen]
@@ -125,7 +132,7 @@ def add_analysis_steps(plan: Plan, s: Scale, ckpt: Path, data: Path, conllu: Pat
               ",".join(f"{x:g}" for x in s.lambdas), "--max-update", s.prune_updates, "--lr", f"{s.prune_lr:g}",
               *(["--gates-only"] if s.gates_only else []), "--ref", ref, "--conllu", conllu,
               "--max-sentences", s.sentences, "--rare-top", s.rare_top, "--", "--seed", 1,
-              *(["--max-tokens", 1024] if s.gates_only else [])],
+              *(["--max-tokens", 1024] if s.gates_only else []), *(plan.cpu_flag() if plan.scale != "paper" else [])],
              None if est[4] is None else est[4] * (len(s.lambdas) + 1))
 
 

@@ -52,8 +52,9 @@ def layer(name: str, mode: str, impl: str, seed: int = 0, max_len: int = 256):
     """The layer ``name`` of :data:`LAYERS` on the CPU in fp32, in evaluation
     mode (no dropout, the hard learned masks), with every parameter redrawn
     from N(0, 1/d) (biases too).  Learned parameters are kept away from the
-    0 thresholds of evaluation (DAM's 1[α > 0], AAA's 1[logit > 0]), so that
-    rounding to a half dtype cannot flip a mask entry."""
+    0 thresholds of evaluation (DAM's 1[α > 0]; AAA's logits at ±12, so its
+    expected top-k keeps every row and no column), so that rounding to a half
+    dtype cannot flip a mask entry."""
     tokens, groups = LAYERS[name]
     embed_dim = HEAD_DIM * len(tokens)
     attn = make_attention(tokens, groups, mode, embed_dim=embed_dim, seed=seed, std=embed_dim ** -0.5,
@@ -64,7 +65,7 @@ def layer(name: str, mode: str, impl: str, seed: int = 0, max_len: int = 256):
                 p.add_(torch.where(p >= 0, 0.5, -0.5))
         if attn.axis is not None:  # AAA: rows on, columns off, whatever the token
             attn.axis.fc.weight.mul_(1e-3)
-            attn.axis.fc.bias.copy_(torch.tensor([3.0, -3.0]))
+            attn.axis.fc.bias.copy_(torch.tensor([12.0, -12.0]))  # k = n rows, 0 columns
     return attn
 
 

@@ -21,8 +21,9 @@ pattern has parameters (head gates are in :mod:`fairseq_local.attention.gates`).
   a column logit; a Gumbel-sigmoid "retrieves a 0/1 indicator" I_r, I_c
   (straight-through: 0/1 forward, the soft sample's gradient backward) and
   ``B_ij = I_r,i + I_c,j − I_r,i·I_c,j``, OR-ed with ``local-W`` (W = 2 by
-  default) so no row is empty.  Training therefore sees exactly the kind of
-  0/1 pattern that evaluation (1[logit > 0]) uses.
+  default) so no row is empty.  Evaluation keeps, per sentence, the
+  round(Σ sigmoid(logit)) real tokens of highest logit (:func:`.axis.expected_topk`):
+  as many axes as training keeps on average.
 * The Gumbel noise and estimators (:mod:`.noise`) and the temperature
   schedule :class:`TauSchedule` (:mod:`.tau`).
 

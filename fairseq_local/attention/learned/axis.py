@@ -2,7 +2,7 @@
 Eq. 11–12): per token, a row and a column indicator, and the pattern
 B OR ``local-W`` they make."""
 
-from typing import Dict
+from typing import Dict, Optional
 
 import torch
 from torch import Tensor, nn
@@ -58,9 +58,14 @@ class AxisSelector(nn.Module):
         out = self.fc(x.detach())
         return out * self.lr_scale if self.lr_scale != 1.0 else out
 
-    def indicators(self, x: Tensor, tau: float) -> Tensor:
+    def indicators(self, x: Tensor, tau: float, padding_mask: Optional[Tensor] = None) -> Tensor:
         """x (T, B, d) -> (2, B, T) float32: I_r and I_c, exactly 0/1.  Training: the
-        straight-through Gumbel-sigmoid sample (Eq. 11); evaluation: 1[logit > 0].
+        straight-through Gumbel-sigmoid sample (Eq. 11); evaluation: the
+        noise's expected pattern, :func:`expected_topk`.
+
+        ``padding_mask`` (B, T) bool, True at padding (None: every position
+        is real): padding is never an axis, in training or evaluation, and
+        evaluation counts and ranks only the real tokens.
 
         The FC layer reads ``x`` without back-propagating into it: through
         C·(1 − B), C = −1e4, the straight-through gradient is ~1e4 times the
@@ -68,8 +73,9 @@ class AxisSelector(nn.Module):
         by layer (a gradient norm of ~1e18 after 12 layers)."""
         logits = self.logits(x).permute(2, 1, 0)  # (2, B, T)
         if not self.training:
-            return (logits > 0).float()
-        return gumbel_sigmoid(logits, tau, hard=True)
+            return expected_topk(logits, padding_mask)
+        sample = gumbel_sigmoid(logits, tau, hard=True)
+        return sample if padding_mask is None else sample * (~padding_mask).unsqueeze(0)
 
     @staticmethod
     def pattern(ind: Tensor, local: Tensor) -> Tensor:
@@ -112,6 +118,43 @@ class AxisSelector(nn.Module):
         outside = ((r + c) * (n - row)).sum(-1)
         both = r.sum(-1) * c.sum(-1) - (r * _window_sum(c, window)).sum(-1)
         return local + outside - both
+
+
+def expected_topk(logits: Tensor, padding_mask: Optional[Tensor] = None) -> Tensor:
+    """The evaluation indicators of Adaptive Axis Attention: per sentence and
+    per indicator (row, column), the k real tokens of highest logit, with
+    k = round(Σ over the sentence's real tokens of sigmoid(logit)).
+
+    Training keeps token n as an axis when logit_n + G1 − G2 > 0 (Eq. 11, the
+    straight-through sample), with probability sigmoid(logit_n) (G1 − G2 is
+    logistic), so a sentence keeps Σ sigmoid(logit) axes on average: the
+    count at which Eq. 10's hinge holds the training ρ (Eq. 9).  Evaluation
+    keeps that many, deterministically, the most probable first: the noise's
+    expected pattern, rounded to whole tokens.  The paper does not say how
+    it evaluates; it reports that "AAA exhibits a similar sparsity value in
+    the development set as in the training set" (§4.3).  1[logit > 0] keeps
+    only the tokens with sigmoid > 1/2, far fewer where the hinge has pushed
+    the logits below 0 (a sparser pattern than the one trained).
+
+    No value is read back to the host: k is compared with each token's rank
+    (a stable sort, then its inverse permutation) as tensors.  Ties keep the
+    earlier position.
+
+    Args:
+        logits: (2, B, T) the row and column logits.
+        padding_mask: (B, T) bool, True at padding, or None (no padding):
+            padding neither counts in k nor is kept.
+    Returns: (2, B, T) float32, exactly 0/1.
+    """
+    z = logits.float()
+    T = z.shape[-1]
+    real = torch.ones_like(z, dtype=torch.bool) if padding_mask is None else ~padding_mask.unsqueeze(0).expand_as(z)
+    k = torch.floor((torch.sigmoid(z) * real).sum(-1, keepdim=True) + 0.5)  # round half up, (2, B, 1)
+    ranked = z.masked_fill(~real, float("-inf"))
+    order = ranked.argsort(dim=-1, descending=True, stable=True)  # (2, B, T): positions, best first
+    positions = torch.arange(T, device=z.device).expand_as(order)
+    rank = torch.empty_like(order).scatter_(-1, order, positions)  # the rank of each position
+    return ((rank < k) & real).float()
 
 
 def _window_sum(x: Tensor, window: int) -> Tensor:

@@ -137,3 +137,47 @@ def test_previous_layer_contribution_normalises_rows():
     norms = torch.tensor([[[1.0, 3.0, 0.0], [0.0, 0.0, 0.0], [2.0, 2.0, 4.0]]], dtype=torch.float64)
     want = torch.tensor([[[0.25, 0.75, 0.0], [0.0, 0.0, 0.0], [0.25, 0.25, 0.5]]], dtype=torch.float64)
     assert torch.equal(previous_layer_contribution(norms), want)
+
+
+def _layer_norm(seed=5, affine=True, dtype=torch.float64):
+    torch.manual_seed(seed)
+    norm = torch.nn.LayerNorm(D, eps=1e-5, elementwise_affine=affine).to(dtype)
+    if affine:
+        torch.nn.init.normal_(norm.weight, mean=1.0, std=0.5)
+        torch.nn.init.normal_(norm.bias, std=0.5)
+    return norm.eval()
+
+
+@pytest.mark.parametrize("affine", [True, False])
+@pytest.mark.parametrize("case", ["global-band", "tied", "gated", "dam"])
+def test_a_pre_norm_layer_norm_is_part_of_the_derivative(case, affine):
+    """With ``norm`` (a pre-norm layer's LayerNorm before the block), the head
+    norms are those of x -> attn(LN(x)), against autograd; without it they
+    are those of the block alone, which differ."""
+    tokens, groups = CASES[case]
+    attn, norm = module(tokens, "post", groups=groups), _layer_norm(affine=affine)
+    torch.manual_seed(6)
+    x = 3 * torch.randn(7, 2, D, dtype=torch.float64) + 1
+    pad = torch.tensor([[False] * 7, [False] * 5 + [True] * 2])
+    _, head = block_jacobian_norms(attn, x, pad, need_beta=False, norm=norm)
+    for b, n in enumerate((7, 5)):
+        xb = x[:n, b:b + 1]
+        _, want = reference(_Composed(attn, norm), xb)
+        assert_close(head[b, :, :n, :n], want[0])
+        assert (head[b, :, n:] == 0).all() and (head[b, :, :, n:] == 0).all()
+    _, without = block_jacobian_norms(attn, norm(x), pad, need_beta=False)
+    assert not torch.allclose(without, head, rtol=1e-3)
+    with pytest.raises(ValueError, match="need_beta=False"):
+        block_jacobian_norms(attn, x, norm=norm)
+
+
+class _Composed(torch.nn.Module):
+    """x -> attn(LN(x)), with the attention's ``out_proj`` and head sizes for :func:`reference`."""
+
+    def __init__(self, attn, norm):
+        super().__init__()
+        self.attn, self.norm = attn, norm
+        self.out_proj, self.num_heads, self.head_dim = attn.out_proj, attn.num_heads, attn.head_dim
+
+    def forward(self, x, key_padding_mask=None):
+        return self.attn(self.norm(x), key_padding_mask=key_padding_mask)

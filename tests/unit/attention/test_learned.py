@@ -10,6 +10,7 @@ import torch
 import fairseq_local  # noqa: F401  (registers kinds, archs and criteria)
 from helpers import make_attention, padding_mask
 from fairseq.models import ARCH_CONFIG_REGISTRY
+from fairseq_local.attention.learned.axis import expected_topk
 from fairseq_local.errors import OptionError
 from fairseq_local.models import build_encoder
 from fairseq_local.models.archs import METHOD_CONFIGS
@@ -249,7 +250,7 @@ def test_aaa_pattern_in_evaluation_is_axis_or_local():
     attn = make_attention(["aaa", "aaa-0", "global", "global"], embed_dim=D, std=1.0).eval()
     n = 7
     x, _ = padded([n], left_pad=True)
-    ind = (attn.axis.fc(x)[:, 0] > 0).T  # (2, n): rows, columns
+    ind = expected_topk(attn.axis.logits(x).permute(2, 1, 0))[:, 0].bool()  # (2, n): rows, columns
     assert ind[0].any() and not ind[0].all() and ind[1].any() and not ind[1].all()
     with attention_context(records=True) as ctx:
         _, w = attn(x, need_head_weights=True)

@@ -57,8 +57,9 @@ def test_checkpointed_gradients_equal_plain_ones(arch, overrides, criterion):
     assert plain.keys() == ckpt.keys()
     differ = []
     for name, g in plain.items():
-        # 1e-6 of the tensor's scale: a mask shared by six layers sums their gradients in another order
-        if float((ckpt[name] - g).abs().max()) > 1e-6 * max(1.0, float(g.abs().max())):
+        # 1e-5 of the tensor's scale (about 80 fp32 roundings): a mask shared by six layers sums their
+        # gradients in another order, and LayerNorm gains sum over every token; a lost term is of order 1
+        if float((ckpt[name] - g).abs().max()) > 1e-5 * max(1.0, float(g.abs().max())):
             differ.append(f"{name}: max |diff| {float((ckpt[name] - g).abs().max()):.3g}, "
                           f"max |grad| {float(g.abs().max()):.3g}")
     assert not differ, "\n".join(differ)

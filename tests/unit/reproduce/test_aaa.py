@@ -11,7 +11,8 @@ from fairseq_local.reproduce import aaa, pande
 from fairseq_local.reproduce import aaa_report as rep
 from fairseq_local.reproduce.numbers_aaa import AAA_FINDINGS, AAA_TABLE4, AAA_TASKS
 from fairseq_local.reproduce.plan import dependencies, estimate
-from fairseq_local.reproduce.report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED
+from fairseq_local.reproduce.report import read_findings
+from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 
 def _flag(cmd, name):
@@ -60,8 +61,8 @@ def test_budgets_and_tasks(tmp_path):
     assert {_flag(st.cmd, "--task") for st in _finetunes(tiny)} == {"MNLI", "QQP"}
     assert set(aaa.SCALES["paper"].tasks) == set(AAA_TASKS) and aaa.SCALES["paper"].sizes == tuple(range(1, 9))
     paper = aaa.build("paper", tmp_path / "p")
-    assert {_flag(st.cmd, "--task") for st in paper.steps if "/l2g8/" in st.id and "eval" not in st.id} == {
-        "MNLI", "QNLI", "QQP"}  # Fig. 2's tasks only
+    l2g8 = [st for st in _finetunes(paper) if "/l2g8/" in st.id]
+    assert {_flag(st.cmd, "--task") for st in l2g8} == {"MNLI", "QNLI", "QQP"}  # Fig. 2's tasks only
     for st in _finetunes(paper):  # the paper's recipe: 30k updates of 32 x 4, no reduced lr or batch
         assert not {"--max-update", "--lr", "--batch-size", "--cpu"} & set(st.cmd)
 
@@ -147,32 +148,44 @@ def test_fixed_diagonal_comes_from_the_other_task(tmp_path):
 
 # ---- the report -------------------------------------------------------------------------------------
 
-SCORES = {"full": (80, 82, 84), "l2g2": (70, 72, 74), "aaa-l2g2": (78, 80, 82), "l2g2-pt": 75, "l2g1r1-pt": 74,
-          "l2g1r1": 70, "l3g1": 71, "l1g1r2": 68, "aaa-l2g1r1": 79, "aaa-l1g1r2": 74, "diag-fixed": 60,
-          "diag-task": 70, "diag-task-layer": 72, "l1g2": 65, "l2g1": 66,
+SCORES = {"full": (80, 82, 84), "l2g2": (70, 72, 74), "aaa-l2g2": (78, 80, 82), "l2g2-pt": 72, "l2g1r1-pt": 66,
+          "l2g1r1": 70, "l3g1": 71, "l1g1r2": 68, "aaa-l2g1r1": 79, "aaa-l1g1r2": 74, "diag-fixed": 68,
+          "diag-task": 70, "diag-task-layer": 72, "l1g2": 68, "l2g1": 69,
           "l4g2": {"MNLI": 74, "QQP": 80}, "l8g2": {"MNLI": 78, "QQP": 85},
           "l2g4": {"MNLI": 80, "QQP": 74}, "l2g8": {"MNLI": 85, "QQP": 78}}
 RHO = {"full": 0.0, "l2g2": 0.73, "l3g1": 0.73, "l2g1r1": 0.78, "l1g1r2": 0.82, "aaa-l2g2": 0.74,
-       "aaa-l2g1r1": 0.70, "aaa-l1g1r2": 0.83, "diag-fixed": 0.78, "diag-task": 0.80, "diag-task-layer": 0.81}
+       "aaa-l2g1r1": 0.70, "aaa-l1g1r2": 0.83, "diag-fixed": 0.78, "diag-task": 0.80, "diag-task-layer": 0.81,
+       "l2g2-pt": 0.73, "l2g1r1-pt": 0.78}
+N_DEV = 400  # dev examples per task in the fixture's predictions
 
 
-def _valid(acc: float, rho: float, aaa_: bool) -> str:
+def _valid(acc: float, rho: float, aaa_: bool, train_rho=None) -> str:
     extra = f"aaa_rho {rho} | aaa_rows 0.01 | aaa_cols 0.02 | " if aaa_ else ""
     # training's last line: the hinge held ρ at 0.01 below dev's, with more row tokens (Gumbel noise)
-    train = (f"2026-01-01 00:00:00 | INFO | train_inner | epoch 004:    100 / 250 loss=0.5, aaa_rho={rho - 0.01}, "
-             f"aaa_rows=0.03, num_updates=1000\n" if aaa_ else "")
+    train_rho = rho - 0.01 if train_rho is None else train_rho
+    train = (f"2026-01-01 00:00:00 | INFO | train_inner | epoch 004:    100 / 250 loss=0.5, "
+             f"aaa_rho={train_rho}, aaa_rows=0.03, num_updates=1000\n" if aaa_ else "")
     return (f"{train}2026-01-01 00:00:00 | INFO | valid | epoch 004 | valid on 'valid' subset | loss 0.5 | nll_loss 0.4 | "
             f"accuracy {acc} | rho {rho} | rho_l1 {rho} | {extra}wps 1 | num_updates 1000 | best_accuracy {acc}")
 
 
-@pytest.fixture
-def runs(tmp_path, monkeypatch):
-    from fairseq_local.reproduce import environment
+def _predictions(task: str, x: float) -> dict:
+    """N_DEV gold labels 0, 1, 0, 1, ... and predictions wrong on the first examples, so that MNLI's accuracy
+    is x; QQP's wrong ones are gold 0s predicted 1 (F1 = x): the same examples go wrong first in every row."""
+    gold = [str(i % 2) for i in range(N_DEV)]
+    pred = list(gold)
+    if task == "MNLI":
+        wrong = range(round((1 - x) * N_DEV))
+    else:
+        wrong = [i for i in range(N_DEV) if gold[i] == "0"][: round(N_DEV * (1 - x) / x)]
+    for i in wrong:
+        pred[i] = "1" if gold[i] == "0" else "0"
+    return {"task": task, "gold": gold, "pred": pred}
 
-    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
-    plan = aaa.build("tiny", tmp_path)
-    s = aaa.SCALES["tiny"]
-    for key, v in SCORES.items():
+
+def write_runs(plan, scores=SCORES, rho=RHO, predictions=True, train_rho=None) -> None:
+    s = aaa.SCALES[plan.scale]
+    for key, v in scores.items():
         for k, seed in enumerate(aaa.row_seeds(s, key)):
             d = aaa.ft_dir(plan, key, seed)
             (d / "eval").mkdir(parents=True)
@@ -181,10 +194,23 @@ def runs(tmp_path, monkeypatch):
                 sets = {"MNLI-m": {"accuracy": x}, "MNLI-mm": {"accuracy": x}} if task == "MNLI" else {
                     "QQP": {"f1": x, "accuracy": 0.5}}
                 (d / "eval" / f"{task}.json").write_text(json.dumps({"sets": sets}))
+                if predictions and seed == s.seeds[0]:
+                    out = aaa.predictions_dir(plan, key, seed)
+                    out.mkdir(parents=True, exist_ok=True)
+                    (out / f"{task}.json").write_text(json.dumps(_predictions(task, x)))
                 (d / task).mkdir()
-                rho = RHO.get(key, 0.6)
+                r = rho.get(key, 0.6)
                 (d / task / "train.log").write_text(_valid(50, 0.99, key.startswith("aaa")) + "\n"
-                                                    + _valid(60, rho, key.startswith("aaa")) + "\n")
+                                                    + _valid(60, r, key.startswith("aaa"), train_rho) + "\n")
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    from fairseq_local.reproduce import environment
+
+    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
+    plan = aaa.build("tiny", tmp_path)
+    write_runs(plan)
     return plan
 
 
@@ -196,35 +222,104 @@ def test_valid_stats(tmp_path):
     assert rep.valid_stats(tmp_path / "none") == {}
 
 
-def _verdict(line: str) -> str:
-    return next(v for v in (NOT_REPRODUCED, NOT_COMPARABLE, REPRODUCED) if f"**{v}**" in line)
+def _findings(plan):
+    text = rep.write_report(plan).read_text()
+    return text, {f.id: f for f in read_findings(text)}
 
 
 def test_findings_on_fixture_values(runs):
-    text = rep.write_report(runs).read_text()
-    lines = {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **W")}
-    assert set(lines) == {f["id"] for f in AAA_FINDINGS}
-    v = {k: _verdict(line) for k, line in lines.items()}
-    assert v == {"W1": REPRODUCED, "W2": REPRODUCED, "W3": NOT_COMPARABLE, "W4": REPRODUCED, "W5": REPRODUCED,
-                 "W6": REPRODUCED, "W7": NOT_REPRODUCED, "W8": NOT_REPRODUCED, "W9": NOT_COMPARABLE,
-                 "W10": REPRODUCED, "W11": REPRODUCED, "W12": NOT_COMPARABLE}
-    assert "12 findings: 7 reproduced, 2 not reproduced, 3 not comparable." in text
-    # seed sd 2 pooled over Full, L2+G2 and AAA: margin 2 * 2 * sqrt(1/3 + 1) = 4.62 against one run
-    assert "average Full − l2g2 +10.00; Full − l2g1r1 +12.00; margin ±4.62" in lines["W1"]
-    assert ("over sizes 8: MNLI: global − local +7.00 (above; the paper: global more); QQP: global − local -7.00 (below"
-            in lines["W5"])
-    assert "average diag-task-layer − diag-task +2.00; dev ρ 81.0 % vs 80.0 %" in lines["W7"]
-    assert "aaa-l2g1r1 − l2g1r1 +9.00 (dev ρ 70.0 % vs 78.0 %, not matched)" in lines["W9"]
-    assert ("within 0.05: in training in 5 of 10 runs, on the dev set in 8 of 10; off on the dev set: "
-            "aaa-l2g1r1 MNLI s1: dev 70.0 % for 77.9 % (-7.9 points; training 69.0 %)" in lines["W8"])
-    assert "Gumbel" not in lines["W8"]  # the why of a sparser dev pattern: none is sparser here
-    assert "MNLI: rows 1.00 %, columns 2.00 % (columns more in 5 of 5 runs)" in lines["W11"]
-    assert ("| Local2 + Global2 (fine-tune) | 73.0 | - | 72.0 ± 2.0 (3) | 75 | 73.0 | - | 72.0 ± 2.0 (3) | 78 |"
-            in text)
-    assert "| 8 | QQP | 85.0 | 60.0 | 78.0 | 60.0 |" in text
-    assert "| AAA at the rho of Local2 + Global2 | 74.0 (73.0) | 77 | 80.0 ± 2.0 (3) | 81 |" in text
+    text, f = _findings(runs)
+    assert set(f) == {x["id"] for x in AAA_FINDINGS}
+    v = {k: x.verdict for k, x in f.items()}
+    assert v == {"W1": REPRODUCED, "W2": CONTRADICTED, "W3": NOT_COMPARABLE, "W4": REPRODUCED,
+                 "W5": REPRODUCED, "W6": REPRODUCED, "W7": REPRODUCED, "W8": INCONCLUSIVE, "W9": NOT_COMPARABLE,
+                 "W10": NOT_COMPARABLE, "W11": REPRODUCED, "W12": NOT_COMPARABLE}
+    assert "12 findings: 6 reproduced, 1 contradicted, 1 inconclusive, 4 not comparable." in text
+    # Full and L2+G2 have 3 seeds each: Welch t; Full against L2+G1+R1 (one seed): the dev examples
+    assert "Full − l2g2 = +10.00 [+5.47, +14.53] (Welch t, 3 vs 3 seeds)" in f["W1"].evidence
+    assert ("Full − l2g1r1 = +9.97 [+8.23, +11.86] (paired bootstrap over 400 MNLI + 400 QQP dev examples)"
+            in f["W1"].evidence)
+    # W2: L2+G1+R1 pre-trained is about 4 points *below* fine-tuning only: "helps" is contradicted, not passed
+    assert ("l2g1r1: pre-training with the pattern helps: l2g1r1-pt − l2g1r1 = -3.69 [-4.87, -2.59] (paired "
+            "bootstrap over 400 MNLI + 400 QQP dev examples) → contradicted" in f["W2"].evidence)
+    assert "l2g2: fine-tuning only at most 3 points below (≤ 3): l2g2-pt − l2g2 = +1.94" in f["W2"].evidence
+    assert f["W2"].estimate.startswith("l2g1r1-pt − l2g1r1 = -3.69")
+    # W9: AAA at L2+G1+R1's ρ is not as sparse on the dev set (70 % against 78 %): not comparable, and why
+    assert "not at the same sparsity: dev ρ 70.0 % vs 78.0 % (at n = 128: input-dependent vs " in f["W9"].evidence
+    assert "dev ρ 80.0 % vs 78.0 % (at n = 128: - vs -)" in f["W6"].evidence  # no exported masks in the fixture
+    assert "aaa-l2g2, l2g2: dev ρ 74.0 % vs 73.0 % (at n = 128: input-dependent vs 93.1 %)" in f["W9"].evidence
+    assert "dev ρ − training ρ = +0.01 [+0.01, +0.01] (bootstrap over 10 AAA runs) → reproduced" in f["W8"].evidence
+    assert "dev ρ − ρ_target = -0.03 [-0.06, -0.01] (bootstrap over 10 AAA runs) → inconclusive" in f["W8"].evidence
+    assert "MNLI: rows 1.00 %, columns 2.00 % over 5 runs" in f["W11"].evidence
+    for x in f.values():  # every decided finding carries its estimate and interval
+        assert (x.estimate == "-") == (x.verdict == NOT_COMPARABLE), x
+    assert ("| Local2 + Global2 (fine-tune) | 1, 2, 3 | 93.1 | 73.0 | - | 72.0 ± 2.0 (3) | 75 | 73.0 | - | "
+            "72.0 ± 2.0 (3) | 78 |" in text)
+    assert "| Local2 + Global1 + Random1 (fine-tune) | 1 | 93.1 | 78.0 | - | 70.0 | 75 |" in text
+    assert "| 8 | QQP | 85.0 | 60.0 | 84.3 | 78.0 | 60.0 | 84.3 |" in text
+    assert ("| AAA at the rho of Local2 + Global2 | 1, 2, 3 | input-dependent | 74.0 (73.0) | 77 | 80.0 ± 2.0 (3) |"
+            " 81 |" in text)
     assert "| MNLI | 1.00 | 0.8 | 2.00 | 1.6 |" in text
+    assert "the rows full, l2g2, aaa-l2g2 have seeds 1, 2, 3; every other row has seed 1 only" in text
     assert "![Fig. 2](report_fig2.png)" in text and (runs.out / "report_fig2.png").is_file()
+
+
+def test_w8_is_decided_on_the_dev_rho_not_the_training_rho(tmp_path, monkeypatch):
+    """Training ρ on target, dev ρ 5 points sparser than training: W8 is not reproduced."""
+    from fairseq_local.reproduce import environment
+
+    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
+    plan = aaa.build("tiny", tmp_path)
+    s, rows = aaa.SCALES["tiny"], aaa.rows(aaa.SCALES["tiny"])
+    rho = dict(RHO, **{k: aaa.target("tiny", rows[k], "MNLI") + 0.05 for k in aaa.AAA_ROWS})
+    write_runs(plan, rho=rho, train_rho=aaa.target("tiny", rows["aaa-l2g2"], "MNLI"))
+    _, f = _findings(plan)
+    assert f["W8"].verdict == CONTRADICTED and "dev ρ equals training ρ" in f["W8"].evidence
+    assert s.tasks == ("MNLI", "QQP")
+
+
+def test_without_predictions_single_seed_comparisons_are_not_comparable(tmp_path, monkeypatch):
+    from fairseq_local.reproduce import environment
+
+    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
+    plan = aaa.build("tiny", tmp_path)
+    write_runs(plan, predictions=False)
+    _, f = _findings(plan)
+    assert f["W1"].verdict == NOT_COMPARABLE  # Full − l2g1r1: one seed, no per-example predictions
+    assert "Full − l2g2 = +10.00 [+5.47, +14.53] (Welch t, 3 vs 3 seeds)" in f["W1"].evidence
+    assert "1 seed(s) in an arm and no per-example dev predictions" in f["W1"].evidence
+
+
+def test_paired_bootstrap_is_stratified_and_paired():
+    import numpy as np
+
+    from fairseq_local.reproduce.aaa_examples import paired_bootstrap, task_metric
+
+    gold = np.array(["0", "1"] * 50)
+    right, wrong = gold.copy(), gold.copy()
+    wrong[:10] = np.where(gold[:10] == "0", "1", "0")  # 10 % wrong, the same examples as every draw pairs them
+    est = paired_bootstrap({"MNLI": [(gold, right)]}, {"MNLI": [(gold, wrong)]})
+    assert est.value == pytest.approx(10.0) and 0 < est.lo < 10 < est.hi and "100 MNLI dev examples" in est.basis
+    assert paired_bootstrap({"MNLI": [(gold, right)]}, {"MNLI": [(gold, right)]}).hi == 0  # paired: no spread
+    assert task_metric("QQP")(gold, right) == 1.0 and task_metric("CoLA")(gold, wrong) < 1.0
+
+
+def test_rho_at_128_of_fixed_and_exported_patterns(tmp_path):
+    from fairseq_local.attention.masks.file import write_mask_file
+    from fairseq_local.cli.sparsity import sparsity
+
+    plan = aaa.build("tiny", tmp_path)
+    r = rep.Runs(plan, aaa.SCALES["tiny"])
+    assert r.rho128("l2g2") == pytest.approx(sparsity("local-2+global-2", 128)) and r.rho128("full") == 0.0
+    assert r.rho128("aaa-l2g2") is None and r.rho128("diag-task") is None  # input-dependent; no mask yet
+    m = torch.zeros(128, 128, dtype=torch.bool)
+    m[torch.arange(128), torch.arange(128)] = True  # the diagonal, and dam-s's first and last rows and columns
+    for task in ("MNLI", "QQP"):
+        path = plan.out / "masks" / f"dam-s-{task}.pt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_mask_file(path, {"0.0": {"matrix": m, "ends": True, "kind": "dam-s", "method": "hard"}})
+    kept = 128 + 4 * 128 - 4 - 2  # the diagonal plus 2 rows and 2 columns, less overlaps
+    assert r.rho128("diag-task") == pytest.approx(1 - kept / 128 ** 2)
 
 
 def test_report_writes_without_runs(tmp_path, monkeypatch):
@@ -234,12 +329,13 @@ def test_report_writes_without_runs(tmp_path, monkeypatch):
     plan = aaa.build("tiny", tmp_path)
     text = rep.write_report(plan).read_text()
     assert text.startswith(aaa.TITLE + " at `tiny` scale")
-    assert "12 findings: 0 reproduced, 0 not reproduced, 12 not comparable." in text
+    assert "12 findings: 0 reproduced, 0 contradicted, 0 inconclusive, 12 not comparable." in text
     assert "AAA's target ρ: no finished AAA runs yet." in text and "Fig. 2](" not in text
-    assert "| Full Pattern (pre-train & fine-tune) | - | - | - | 82 | - | - | - | 87 | - | 84.5 |" in text
+    assert ("| Full Pattern (pre-train & fine-tune) | 1, 2, 3 | 0.0 | - | - | - | 82 | - | - | - | 87 | - | 84.5 |"
+            in text)
 
 
-def test_target_line_says_why_the_dev_pattern_is_sparser(tmp_path):
+def test_target_line_counts_dev_and_training(tmp_path):
     plan = aaa.build("tiny", tmp_path)
     r = rep.Runs(plan, aaa.SCALES["tiny"])
     for key in aaa.AAA_ROWS:
@@ -249,4 +345,16 @@ def test_target_line_says_why_the_dev_pattern_is_sparser(tmp_path):
                                 "train_aaa_rows": 0.05} for _ in aaa.row_seeds(r.s, key)]
     line = rep.target_line(r)
     assert "in training in 10 of 10 runs, on the dev set in 0 of 10" in line and "(+8.0 points; training" in line
-    assert "keeps fewer rows (2.0 % of the tokens against 5.0 % in training)" in line
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_device(tmp_path, device):
+    plan = aaa.build("tiny", tmp_path, device=device)
+    assert plan.device == device
+    trains = [st for st in plan.steps if st.cmd[:2] in (("bash", "scripts/finetune-glue.sh"),
+                                                          ("bash", "scripts/pretrain-bert.sh"))]
+    assert trains and all(("--cpu" in st.cmd) == (device == "cpu") for st in trains)
+    evals = [st for st in plan.steps if st.id.endswith("/eval") or st.id.endswith("/predictions")]
+    assert evals and all(("--cuda" in st.cmd) == (device == "cuda") for st in evals)
+    preds = [st for st in plan.steps if st.id.endswith("/predictions")]
+    assert {st.id.split("/")[3] for st in preds} == {"s1"} and len(preds) == len(aaa.rows(aaa.SCALES["tiny"]))

@@ -10,7 +10,8 @@ import pytest
 from fairseq_local.reproduce import hta, pande
 from fairseq_local.reproduce import hta_report as rep
 from fairseq_local.reproduce.plan import dependencies, estimate
-from fairseq_local.reproduce.report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED
+from fairseq_local.reproduce import hta_findings as fin
+from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 
 def _flag(cmd, name):
@@ -81,67 +82,139 @@ def test_reduced_plans_fit_their_budgets(tmp_path):
     assert estimate(hta.build("small", tmp_path), 2) <= 180
 
 
-def _result(pp, sp, pi, si, att, con, hist=None, **extra):
-    """An hta.json: per-head grids (layers x heads) and per-layer centres."""
-    layers, heads = len(pp), len(pp[0])
-    out = {"sentences": 10, "max_len": 5, "layers": layers, "heads": heads, "skipped": 1,
-           "pearson_previous": pp, "spearman_previous": sp, "pearson_input": pi, "spearman_input": si,
-           "offsets": [-2, -1, 0, 1, 2], "attention_centre": att, "contribution_centre": con,
-           "attention_histogram": hist, "contribution_histogram": hist}
-    out.update(extra)
+@pytest.mark.parametrize("scale", ["tiny", "small"])
+def test_cuda_plans_pass_no_cpu_flag(tmp_path, scale):
+    """``device="cuda"``: the analyses run with ``--cuda``, no step says
+    ``--cpu``, and the borrowed steps are Pande et al.'s CUDA steps."""
+    plan = hta.build(scale, tmp_path, device="cuda")
+    assert plan.device == "cuda"
+    assert not any("--cpu" in s.cmd for s in plan.steps)
+    for what in hta.MODELS:
+        assert "--cuda" in _step(plan, f"hta/analysis/{what}").cmd
+    theirs = {s.id: s for s in pande.build(scale, tmp_path, device="cuda").steps}
+    assert all(s == theirs[s.id] for s in plan.steps if not s.id.startswith("hta/"))
+    cpu = hta.build(scale, tmp_path)
+    assert any("--cpu" in s.cmd for s in cpu.steps) and not any("--cuda" in s.cmd for s in cpu.steps
+                                                                 if s.id.startswith("hta/"))
+
+
+SPREAD = (-0.02, 0.0, 0.01, 0.02)  # the heads of a layer differ a little: intervals have a width
+
+
+def _grid(*layers, spread=SPREAD):
+    """[[value per head] per layer]: each layer's value plus the heads' spread."""
+    return [[round(v + d, 4) for d in spread] for v in layers]
+
+
+PEAK0 = [0.1, 0.2, 0.9, 0.2, 0.1]    # a histogram peaking at offset 0
+FLAT0 = [0.3, 0.35, 0.4, 0.35, 0.3]  # a flatter one, still peaking at 0
+FAR = [0.9, 0.2, 0.1, 0.2, 0.1]      # one peaking at offset -2
+L12 = range(12)
+
+
+def _result(**grids):
+    """An hta.json of 12 layers x 4 heads as the paper describes BERT-base:
+    local correlation high, input correlation falling with depth, attention
+    from past to future, contribution near 0 and flatter, vertical heads,
+    blocks in the first layers; ``grids`` replace keys."""
+    r_in = [0.95, 0.8, 0.6, 0.45, 0.35, 0.3, 0.25, 0.2, 0.15, 0.12, 0.1, 0.08]
+    s_in = [0.96, 0.85, 0.6, 0.5, 0.45, 0.4, 0.35, 0.3, 0.25, 0.2, 0.18, 0.15]
+    out = {"sentences": 10, "max_len": 3, "layers": 12, "heads": 4, "skipped": 1, "offsets": [-2, -1, 0, 1, 2],
+           "attention_offset_counts": [8, 9, 10, 9, 8], "contribution_offset_counts": [8, 9, 10, 9, 8],
+           "pearson_previous": _grid(*[0.95] * 12), "spearman_previous": _grid(*[0.975] * 12),
+           "pearson_input": _grid(*r_in), "spearman_input": _grid(*s_in),
+           "attention_centre_per_head": _grid(*[-1.5] * 4, *[0.8] * 4, *[1.5] * 4, spread=(-0.3, 0, 0.1, 0.2)),
+           "contribution_centre_per_head": _grid(*[0.0] * 12, spread=(-0.1, 0, 0.05, 0.1)),
+           "attention_histogram": [[PEAK0] * 4 for _ in L12], "contribution_histogram": [[FLAT0] * 4 for _ in L12],
+           "attention_special": _grid(*[0.2] * 3, *[0.7] * 6, *[0.2] * 3),
+           "contribution_special": _grid(*[0.15] * 12), "same_sentence_share": 0.5,
+           "contribution_same_sentence": _grid(*[0.8] * 4, *[0.52] * 8, spread=(-0.01, 0, 0.005, 0.01))}
+    for key in ("attention", "contribution"):
+        out[f"{key}_centre"] = [sum(row) / len(row) for row in out[f"{key}_centre_per_head"]]
+    out.update(grids)
     return out
 
 
-def _grid(*layers, heads=4):
-    return [[v] * heads for v in layers]
-
-
-PEAK0 = [0.1, 0.2, 0.9, 0.2, 0.1]   # a histogram peaking at offset 0
-FAR = [0.9, 0.2, 0.1, 0.2, 0.1]     # one peaking at offset -2
-
-
-def _paperlike():
-    """As the paper: high local correlation, input correlation falling with
-    depth, attention centre from past to future, contribution near 0."""
-    return _result(_grid(0.9, 0.9, 0.9, 0.88), _grid(0.97, 0.96, 0.96, 0.95), _grid(0.9, 0.6, 0.4, 0.2),
-                   _grid(0.9, 0.7, 0.5, 0.3), [-1.5, -0.5, 0.8, 1.6], [-0.4, -0.1, 0.1, 0.2],
-                   [[PEAK0] * 4] * 4, attention_special=_grid(0.1, 0.7, 0.8, 0.2),
-                   contribution_special=_grid(0.1, 0.15, 0.2, 0.1), contribution_same_sentence=_grid(0.8, 0.7, 0.6, 0.55),
-                   same_sentence_share=0.5)
+def _found(**results):
+    return {f.id: f for f in rep.findings(results)}
 
 
 def test_findings_reproduced_on_paperlike_values():
-    found = rep.findings({"bert-pairs": _paperlike(), "nmt-sentences": None})
+    found = rep.findings({"bert-pairs": _result(), "bert-sentences": _result(), "nmt-sentences": None})
     assert [f.id for f in found] == [f"H{k}" for k in range(1, 10)]
     assert [f.verdict for f in found] == [REPRODUCED] * 8 + [NOT_COMPARABLE]  # H9: no German or Arabic BERT
-    assert "100 % of 16 heads have r > 0.7" in found[0].evidence
-    assert "r 0.90 / 0.20" in found[3].evidence
+    assert all("bootstrap over" in f.evidence for f in found[:8])
+    assert found[0].estimate.startswith("share r > 0.7 = +1.00 [+1.00, +1.00] (bootstrap over 48 heads)")
+    h2 = found[1].evidence
+    assert "`bert-pairs` centre over layers 1-4" in h2 and "`bert-sentences` centre over layers 9-12" in h2
+    assert "bert-mnli-pairs" in h2 and "not decided" in h2
 
 
-def test_findings_not_reproduced():
-    r = _result(_grid(0.5, 0.5, 0.5, 0.5), _grid(0.97, 0.96, 0.96, 0.95), _grid(0.5, 0.5, 0.45, 0.45),
-                _grid(0.6, 0.6, 0.6, 0.6), [1.0, 0.5, -0.2, -0.5], [2.0, 1.5, 1.0, 1.0], [[FAR] * 4] * 4,
-                attention_special=_grid(0.9, 0.9, 0.1, 0.1), contribution_special=_grid(0.8, 0.8, 0.1, 0.1),
-                contribution_same_sentence=_grid(0.5, 0.5, 0.5, 0.5), same_sentence_share=0.5)
-    found = {f.id: f.verdict for f in rep.findings({"bert-pairs": r})}
-    assert found == {"H1": NOT_REPRODUCED, "H2": NOT_REPRODUCED, "H3": NOT_REPRODUCED, "H4": NOT_REPRODUCED,
-                     "H5": NOT_REPRODUCED, "H6": NOT_REPRODUCED, "H7": NOT_REPRODUCED, "H8": NOT_REPRODUCED,
-                     "H9": NOT_COMPARABLE}
-    # no vertical head at all: H7 not reproduced, saying so
-    r["attention_special"] = _grid(0.1, 0.2, 0.1, 0.1)
-    h7 = rep.special_finding(r)
-    assert h7.verdict == NOT_REPRODUCED and "no head puts 50 %" in h7.evidence
+def test_findings_contradicted():
+    r = _result(pearson_previous=_grid(*[0.5] * 12), spearman_previous=_grid(*[0.6] * 12),
+                pearson_input=_grid(*[0.2] * 4, *[0.5] * 4, *[0.8] * 4),
+                spearman_input=_grid(*[0.9] * 12),
+                attention_centre_per_head=_grid(*[1.0] * 4, *[0.5] * 4, *[-1.0] * 4),
+                contribution_centre_per_head=_grid(*[3.0] * 12),
+                contribution_histogram=[[FAR] * 4 for _ in L12], attention_histogram=[[FLAT0] * 4 for _ in L12],
+                contribution_special=_grid(*[0.7] * 12),
+                contribution_same_sentence=_grid(*[0.4] * 4, *[0.7] * 8))
+    found = {f.id: f.verdict for f in rep.findings({"bert-pairs": r, "bert-sentences": r})}
+    assert found == {**{f"H{k}": CONTRADICTED for k in range(1, 9)}, "H9": NOT_COMPARABLE}
+
+
+def test_h1_thresholds_are_shares_of_heads():
+    """"All but two of the 144 heads": at least 142/144 of the heads.  One
+    head of 16 below cannot tell; half of them below excludes the claim."""
+    one = _result(pearson_previous=[[0.6, 0.95, 0.95, 0.95]] + [[0.95] * 4] * 3, spearman_previous=_grid(*[0.97] * 4))
+    h1 = fin.fig1_finding(one)
+    assert h1.verdict == INCONCLUSIVE and "share r > 0.7 = +0.94" in h1.estimate
+    assert "all but 0.22 of these 16" in h1.evidence
+    half = _result(pearson_previous=[[0.6, 0.6, 0.95, 0.95]] * 4, spearman_previous=_grid(*[0.97] * 4))
+    assert fin.fig1_finding(half).verdict == CONTRADICTED
+
+
+def test_h2_is_decided_per_comparable_analysis():
+    """H2 holds on every analysis of the pretrained model or not at all; a
+    centre of -0.01 whose heads spread on both sides of 0 cannot tell; the
+    fine-tuned and the translation model are shown, not decided."""
+    good, flat = _result(), _result(attention_centre_per_head=_grid(*[-0.01] * 4, *[0.8] * 8,
+                                                                   spread=(-0.3, 0, 0.1, 0.2)))
+    wrong = _result(attention_centre_per_head=_grid(*[-1.5] * 4, *[-0.5] * 8))
+    assert fin.centre_finding({"bert-pairs": good, "bert-sentences": good}).verdict == REPRODUCED
+    h2 = fin.centre_finding({"bert-pairs": flat, "bert-sentences": good})
+    assert h2.verdict == INCONCLUSIVE and "`bert-pairs` centre over layers 1-4 = -0.01" in h2.estimate
+    assert fin.centre_finding({"bert-pairs": good, "bert-sentences": wrong}).verdict == CONTRADICTED
+    shown = fin.centre_finding({"bert-pairs": good, "bert-sentences": good, "bert-mnli-pairs": wrong,
+                                "nmt-sentences": wrong})
+    assert shown.verdict == REPRODUCED and "fine-tuned on MNLI" in shown.evidence
+    assert fin.centre_finding({"bert-pairs": good}).verdict == NOT_COMPARABLE  # bert-sentences not run yet
+
+
+def test_h4_layer_three_of_twelve_is_not_comparable_at_four_layers():
+    """Layer 3 of 12 falls on layer 1 of 4, where the input contribution is
+    the previous-layer one: that clause is not comparable there."""
+    r = _result(pearson_input=_grid(0.95, 0.4, 0.2, 0.1), spearman_input=_grid(0.95, 0.5, 0.3, 0.1))
+    h4 = fin.depth_finding(r)
+    assert h4.verdict == NOT_COMPARABLE and "layer 1 of 4" in h4.evidence and "e^0 is layer 1's input" in h4.evidence
+    assert fin.depth_finding(_result()).verdict == REPRODUCED  # 12 layers: layer 3
+
+
+def test_h7_needs_vertical_heads():
+    h7 = fin.special_finding(_result(attention_special=_grid(*[0.2] * 12)))
+    assert h7.verdict == NOT_COMPARABLE and "too few vertical heads" in h7.evidence
 
 
 def test_findings_without_results_or_keys():
     assert [f.verdict for f in rep.findings({})] == [NOT_COMPARABLE] * 9
-    r = _paperlike()
+    r = _result()
     for key in ("attention_special", "contribution_special", "contribution_same_sentence", "same_sentence_share"):
         del r[key]  # a result written before analyze hta had these keys
-    verdicts = {f.id: f.verdict for f in rep.findings({"bert-pairs": r})}
+    verdicts = {f.id: f.verdict for f in rep.findings({"bert-pairs": r, "bert-sentences": r})}
     assert verdicts["H7"] == verdicts["H8"] == NOT_COMPARABLE and verdicts["H1"] == REPRODUCED
-    r["pearson_input"] = r["spearman_input"] = r["contribution_centre"] = r["contribution_histogram"] = None  # --no-input
-    verdicts = {f.id: f.verdict for f in rep.findings({"bert-pairs": r})}
+    for key in ("pearson_input", "spearman_input", "contribution_centre_per_head", "contribution_histogram"):
+        r[key] = None  # --no-input
+    verdicts = {f.id: f.verdict for f in rep.findings({"bert-pairs": r, "bert-sentences": r})}
     assert [verdicts[k] for k in ("H1", "H2", "H3", "H4", "H5", "H6")] == [
         REPRODUCED, REPRODUCED, NOT_COMPARABLE, NOT_COMPARABLE, NOT_COMPARABLE, NOT_COMPARABLE]
 
@@ -161,23 +234,44 @@ def test_report_from_finished_steps(tmp_path, monkeypatch):
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = hta.build("tiny", tmp_path)
-    _write(hta.analysis_dir(plan, "bert-pairs") / "hta.json", _paperlike())
+    for what in ("bert-pairs", "bert-sentences"):
+        _write(hta.analysis_dir(plan, what) / "hta.json", _result())
     _write(hta.analysis_dir(plan, "nmt-sentences") / "hta.json",
-           _result(_grid(0.5), _grid(0.9), _grid(0.4), _grid(0.8), [0.5], [0.1]))
+           _result(layers=1, pearson_previous=[[0.5] * 4], spearman_previous=[[0.9] * 4]))
     png = hta.analysis_dir(plan, "bert-pairs") / "hta_previous.png"
     png.write_bytes(b"\x89PNG")
     (hta.examples_dir(plan, "bert-pairs") / "hta_example_1.png").parent.mkdir(parents=True)
     (hta.examples_dir(plan, "bert-pairs") / "hta_example_1.png").write_bytes(b"\x89PNG")
     text = rep.write_report(plan).read_text()
     assert text.startswith(hta.TITLE + " at `tiny` scale")
-    assert "9 findings: 8 reproduced, 0 not reproduced, 1 not comparable." in text
+    assert "9 findings: 8 reproduced, 0 contradicted, 0 inconclusive, 1 not comparable." in text
     assert "](analysis/bert-pairs/hta_previous.png)" in text  # relative to RUNS/hta
     assert "](analysis/bert-pairs-examples/hta_example_1.png)" in text
+    assert "](figures/bert-pairs.png)" in text and "](figures/bert-sentences.png)" in text
+    assert "figures/bert-mnli-pairs.png" not in text  # nothing to draw
     assert "hta_example_0.png" not in text and "hta_input.png" not in text  # only the figures made
-    assert "| 1 | 0.90 | 0.97 | 0.90 | 0.90 | -1.50 | -0.40 |" in text  # per layer, from 1
-    assert "| bert-pairs | 10 | 1 | 4 x 4 | 100 % | 100 % | 100 % | 75 % |" in text
+    assert "| 1 | 0.95 | 0.98 | 0.95 | 0.96 | -1.50 | +0.01 |" in text  # per layer, from 1
+    assert "| bert-pairs | 10 | 1 | 12 x 4 | 100 % | 100 % | 100 % | 100 % |" in text
     assert "| nmt-sentences | 10 | 1 | 1 x 4 | 0 % | 0 % | 0 % | 0 % |" in text
-    assert "| bert-sentences | - | - | - | - | - | - | - |" in text
+    assert "| bert-mnli-pairs | - | - | - | - | - | - | - |" in text
+    assert "RoBERTa 12 layers x 4 heads" in text and "bootstrap over the heads" in text
+
+
+def test_report_figures_name_the_model_and_scale_and_count_layers_from_1(tmp_path, monkeypatch):
+    from fairseq_local import outputs
+
+    drawn = {}
+    monkeypatch.setattr(outputs, "save_figure", lambda fig, path, **kw: drawn.__setitem__(Path(path).name, fig))
+    plan = hta.build("small", tmp_path)
+    assert rep.plot_layers(plan, "bert-pairs", _result()) == rep.figure_path(plan, "bert-pairs")
+    fig = drawn["bert-pairs.png"]
+    title = fig._suptitle.get_text()
+    assert "pretrained RoBERTa, MNLI pairs" in title and "12 layers x 4 heads" in title and "small scale" in title
+    for ax in fig.axes:
+        assert list(ax.get_xticks()) == list(range(1, 13))
+        points = [x for line in ax.lines if line.get_marker() == "o" for x in line.get_xdata()]
+        assert points and 0.5 < min(points) < 1.5 and 11.5 < max(points) < 12.5  # layer k drawn at k
+    assert rep.plot_layers(plan, "bert-pairs", None) is None
 
 
 def test_report_with_nothing_finished(tmp_path, monkeypatch):
@@ -186,5 +280,5 @@ def test_report_with_nothing_finished(tmp_path, monkeypatch):
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     for scale in ("tiny", "paper"):
         text = rep.write_report(hta.build(scale, tmp_path / scale)).read_text()
-        assert "9 findings: 0 reproduced, 0 not reproduced, 9 not comparable." in text
+        assert "9 findings: 0 reproduced, 0 contradicted, 0 inconclusive, 9 not comparable." in text
         assert "![" not in text

@@ -1,20 +1,24 @@
-"""The Pande report against fixture runs: hand-written BLEU, GLUE and
-analysis files whose findings are known."""
+"""The Pande report against fixture runs: hand-written BLEU, hypotheses,
+GLUE metrics, per-example predictions and analysis files whose findings are
+known; its tables, figures and the P1–P6 tests."""
 
 import json
+import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fairseq_local.reproduce import pande
+from fairseq_local.reproduce import pande_analysis as pa
 from fairseq_local.reproduce import pande_report as rep
-from fairseq_local.reproduce.report import (NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Values, compare,
-                                            margin, pooled_sd)
+from fairseq_local.reproduce.report import Values
+from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 
 def _write(path: Path, obj) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(obj))
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj))
 
 
 def _glue(path: Path, task: str, acc: float) -> None:
@@ -30,10 +34,24 @@ ACC = {"roberta_local_base": {"QQP": (80, 81, 82), "SST-2": (85, 86, 87), "MNLI"
        "roberta_band6_all_tied": {"QQP": 70, "SST-2": 75, "MNLI": 60, "QNLI": 62},
        "roberta_band6_132_tied": {"QQP": 75, "SST-2": 80, "MNLI": 66, "QNLI": 70},
        "roberta_band6_120_tied": {"QQP": 80, "SST-2": 85.5, "MNLI": 74, "QNLI": 78}}
+# 3 layers of 4 heads: layers 1-2 local, a few syntactic heads
+BIAS = {"local": [[4.0, 3.5, 3.6, 1.0], [3.2, 3.4, 1.0, None], [0.5, 1.2, 1.1, 0.9]],
+        "syntactic": [[1.5, 0.8, 1.0, 1.0], [1.1, 1.0, 0.9, 1.1], [0.9, 1.1, 3.2, 1.0]], "sentences": 10}
+
+
+def _sensitivity(n=30, seed=0):
+    rng = np.random.default_rng(seed)
+    out = {k: [list(rng.uniform(lo, lo + 0.5, n)) for _ in range(3)]
+           for k, lo in (("local", 3.0), ("syntactic", 1.0), ("unrelated", 0.1))}
+    out["syntactic"][0][0] = None  # a sentence without non-local syntax
+    return {**out, "sentences": n}
 
 
 @pytest.fixture
-def runs(tmp_path):
+def runs(tmp_path, monkeypatch):
+    from fairseq_local.reproduce import environment
+
+    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = pande.build("tiny", tmp_path)
     for letter, values in BLEU.items():
         for seed, v in zip((1, 2, 3), values):
@@ -42,104 +60,112 @@ def runs(tmp_path):
         for task, v in tasks.items():
             for seed, x in zip((1, 2, 3), v if isinstance(v, tuple) else (v,)):
                 _glue(pande.ft_dir(plan, arch, seed) / "eval" / f"{task}.json", task, x)
-    for what in ("nmt", "bert"):
-        d = pande.analysis_dir(plan, what)
-        # 3 layers of 2 heads; layer 1 has the most local heads
-        _write(d / "bias.json", {"local": [[4.0, 3.5], [3.2, 1.0], [0.5, None]],
-                                 "syntactic": [[1.5, 0.8], [3.5, 1.0], [0.9, 1.1]], "sentences": 10})
-        _write(d / "sensitivity.json", {"local": [[3.0, 5.0], [2.0, 2.0], [1.0, 1.0]],
-                                        "syntactic": [[1.0, 1.0], [1.0, None], [0.5, 0.7]],
-                                        "unrelated": [[0.1, 0.3], [0.2, 0.2], [0.1, 0.1]], "sentences": 2})
+    for what in pande.analysed("tiny"):
+        _write(pande.analysis_dir(plan, what) / "bias.json", BIAS)
+        _write(pande.analysis_dir(plan, what) / "sensitivity.json", _sensitivity())
     return plan
 
 
-def test_spread_statistics():
+def test_values_over_seeds():
     a, b = Values((50.0, 51.0, 52.0)), Values((47.0,))
     assert a.mean == 51.0 and a.sd == 1.0 and a.cell() == "51.00 ± 1.00 (3)" and b.cell(1) == "47.0"
-    assert pooled_sd([a, b, Values((1.0, 3.0))]) == pytest.approx(((2 * 1.0 + 1 * 2.0) / 3) ** 0.5)
-    assert margin(1.0, 1, 3) == pytest.approx(2 * (1 + 1 / 3) ** 0.5)
-    assert compare(b, a, 1.0) == "below" and compare(Values((50.0,)), a, 1.0) == "equal"
-    assert compare(b, a, None) is None and Values(()).cell() == "-"
-
-
-def test_nmt_findings_decided_on_the_seed_spread(runs):
-    bleus = {x: Values(v) for x, v in BLEU.items()}
-    weights = {"a": 100, "i": 56, "l": 51}
-    f = {x.id: x for x in rep.nmt_findings(bleus, weights)}
-    # sd 1 over (a)'s 3 seeds: margin 2*sqrt(1 + 1/3) = 2.31; (h) is 4.0 below, measurably
-    assert f["P7"].verdict == REPRODUCED and "margin ±2.31" in f["P7"].evidence
-    assert f["P8"].verdict == REPRODUCED
-    assert f["P9"].verdict == NOT_REPRODUCED and "above (a): b, e, f of b-f" in f["P9"].evidence
-    assert f["P10"].verdict == NOT_REPRODUCED and "measurably below: h" in f["P10"].evidence
-    assert f["P11"].verdict == REPRODUCED and "0.5600" in f["P11"].evidence  # |0.56 - 0.5625| < 5e-3
-    assert f["P12"].verdict == REPRODUCED
-    assert f["P13"].verdict == NOT_REPRODUCED
-    one_seed = {x: Values(v[:1]) for x, v in BLEU.items()}
-    assert all(x.verdict == NOT_COMPARABLE for x in rep.nmt_findings(one_seed, weights) if x.id != "P9")
-
-
-def test_bert_findings(runs):
-    ft = {a: [pande.ft_dir(runs, a, k) / "eval" for k in (1, 2, 3)] for a in pande.BERT_ROWS}
-    scores = rep.glue_scores(ft, pande.TASKS)
-    assert scores["roberta_local_base"]["MNLI"].values == pytest.approx((75, 76, 77))
-    assert scores["roberta_band2"]["QQP"].values == pytest.approx((79,))
-    f = {x.id: x for x in rep.bert_findings(scores, pande.TASKS)}
-    assert f["P14"].verdict == REPRODUCED and "MNLI 3.0" in f["P14"].evidence
-    assert f["P15"].verdict == REPRODUCED
-    assert f["P16"].verdict == REPRODUCED and "measurably below on QQP, SST-2, MNLI, QNLI" in f["P16"].evidence
-    assert f["P17"].verdict == REPRODUCED and "within the margin on 4 of 4" in f["P17"].evidence
-
-
-def test_bert_findings_leave_out_the_tasks_bert_base_did_not_learn(runs):
-    ft = {a: [pande.ft_dir(runs, a, k) / "eval" for k in (1, 2, 3)] for a in pande.BERT_ROWS}
-    scores = rep.glue_scores(ft, pande.TASKS)
-    scores["roberta_local_base"]["MNLI"] = Values((36.0, 37.0, 38.0))  # 3.7 above 33.3: chance
-    scores["roberta_local_base"]["QQP"] = Values((54.0, 56.0, 58.0))  # 6 above 50, 2 sd = 4
-    assert not rep.learnt("MNLI", scores["roberta_local_base"]["MNLI"])
-    assert rep.learnt("QQP", scores["roberta_local_base"]["QQP"]) and not rep.learnt("QQP", Values((50.0, 56.0, 62.0)))
-    f = {x.id: x for x in rep.bert_findings(scores, pande.TASKS)}
-    assert all(x.evidence.endswith("; left out, BERT-base at chance: MNLI") for x in f.values())
-    assert "MNLI" not in f["P16"].evidence.split(";")[0] and "QNLI" in f["P16"].evidence
-    for t in pande.TASKS:
-        scores["roberta_local_base"][t] = Values((33.0, 34.0, 35.0) if t == "MNLI" else (50.0, 51.0, 52.0))
-    f = rep.bert_findings(scores, pande.TASKS)
-    assert [x.verdict for x in f] == [NOT_COMPARABLE] * 4
-    assert f[0].evidence == "BERT-base learnt none of the tasks (at chance: QQP, SST-2, MNLI, QNLI)"
+    assert Values(()).cell() == "-"
 
 
 def test_analysis_findings(runs):
-    f = {x.id: x for x in rep.analysis_findings({"NMT": pande.analysis_dir(runs, "nmt"),
-                                                   "BERT": pande.analysis_dir(runs, "bert")})}
-    assert f["P1"].verdict == REPRODUCED and "in 3 of 3 layers" in f["P1"].evidence
-    assert f["P2"].verdict == REPRODUCED and "largest γ_U/γ_L 0.10" in f["P2"].evidence
-    # above t = 1: local 4.0, 3.5, 3.2 and syntactic 1.5, 3.5, 1.1, a tie: not "larger at every threshold"
-    assert f["P3"].verdict == NOT_REPRODUCED
-    assert "NMT: local 0.50/0.50/0.50/0.00/0.00, syntactic 0.50/0.17/0.17/0.00/0.00" in f["P3"].evidence
-    assert f["P4"].verdict == REPRODUCED and "NMT 0.50" in f["P4"].evidence
-    assert f["P5"].verdict == REPRODUCED and "NMT: 2 1 0" in f["P5"].evidence
-    assert f["P6"].verdict == REPRODUCED and "1 syntactic vs 3 local" in f["P6"].evidence
+    dirs = {"NMT": pande.analysis_dir(runs, "nmt"), "BERT/QQP": pande.analysis_dir(runs, "bert-QQP")}
+    f = {x.id: x for x in rep.analysis_findings(dirs)}
+    assert f["P1"].verdict == REPRODUCED and "bootstrap over 30 sentences" in f["P1"].estimate
+    assert "layer 1 " in f["P1"].evidence and "layer 0" not in f["P1"].evidence
+    assert f["P2"].verdict == REPRODUCED  # γ_U/γ_L about 0.1 in every layer
+    # 12 heads cannot tell 7 local from 5 syntactic above 1: the interval says how little they can
+    assert f["P3"].verdict == INCONCLUSIVE and "+0.17 [-0.17, +0.50] (bootstrap over 12 heads)" in f["P3"].estimate
+    # 5 of 12 heads above 3 (0.42), interval [0.17, 0.67] across a quarter: 0 to 2 of the 2 models needed
+    assert f["P4"].verdict == INCONCLUSIVE and "at least 2 of 2 models" in f["P4"].evidence
+    assert f["P4"].estimate.startswith("models above a quarter = +2.00 [+0.00, +2.00]")
+    assert "NMT: 3 2 0" in f["P5"].evidence  # layer 1 first
+    assert "fewer in later layers: NMT: share above 3, layers 1–1 − layers 3–3" in f["P5"].evidence
+    assert f["P6"].verdict == INCONCLUSIVE  # 0.33 [0.00, 0.67]: zero is in the interval
     weak = {"local": [[1.5, 2.0], [1.2, 1.0]], "syntactic": [[1.1, 0.8], [0.5, 1.0]], "sentences": 3}
     _write(pande.analysis_dir(runs, "nmt") / "bias.json", weak)
     f = {x.id: x for x in rep.analysis_findings({"NMT": pande.analysis_dir(runs, "nmt")})}
-    assert f["P6"].verdict == NOT_COMPARABLE and f["P5"].verdict == NOT_REPRODUCED
-    assert f["P4"].verdict == NOT_REPRODUCED and "NMT 0.00" in f["P4"].evidence
-    assert f["P3"].verdict == REPRODUCED  # above 1: 0.75 against 0.25; above 2..5 both 0, a tie at zero allowed
+    assert f["P4"].verdict == CONTRADICTED  # no head above 3: share 0 [0, 0], below a quarter
+    assert f["P5"].verdict == f["P6"].verdict == NOT_COMPARABLE and "no head above 3" in f["P6"].evidence
+    flat = {k: [[1.0] * 30] * 3 for k in ("local", "syntactic", "unrelated")}
+    _write(pande.analysis_dir(runs, "nmt") / "sensitivity.json", {**flat, "sentences": 30})
+    f = {x.id: x for x in rep.analysis_findings({"NMT": pande.analysis_dir(runs, "nmt")})}
+    assert f["P1"].verdict == CONTRADICTED and f["P2"].verdict == CONTRADICTED
 
 
-def test_tables_and_report(runs, monkeypatch):
-    from fairseq_local.reproduce import environment
+def test_p4_counts_models_with_their_intervals():
+    from fairseq_local.reproduce.verdicts import Clause, Estimate
 
-    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
+    def c(v):
+        return Clause(v, "x", Estimate(0.3, 0.2, 0.4, "b"))
+
+    assert pa.most_models([c(REPRODUCED)] * 4 + [c(CONTRADICTED)] * 2).verdict == REPRODUCED
+    assert pa.most_models([c(REPRODUCED)] * 3 + [c(INCONCLUSIVE)] + [c(CONTRADICTED)] * 2).verdict == INCONCLUSIVE
+    assert pa.most_models([c(REPRODUCED)] * 3 + [c(CONTRADICTED)] * 3).verdict == CONTRADICTED
+
+
+def test_tables_and_report(runs):
     bleus = {x: Values(v) for x, v in BLEU.items()}
-    nmt = rep.nmt_table(bleus, {"a": 6_291_456})
-    assert "| (a) Baseline | 1 | 6,291,456 | 6,291,456 | 51.00 ± 1.00 (3) | +0.00 | 30.01 |" in nmt
-    assert "| (h) 2LocHeads 6TiedLoc All6 | 2 | - | 3,932,160 | 47.00 | -4.00 | 30.12 | +0.11 | 28.57 | -0.52 |" in nmt
+    seeds = {x: (1, 2, 3) if x == "a" else (1,) for x in BLEU}
+    nmt = rep.nmt_table(bleus, {"a": 6_291_456}, seeds)
+    assert "| (a) Baseline | 1 | 1, 2, 3 | 6,291,456 | 6,291,456 | 51.00 ± 1.00 (3) | +0.00 | 30.01 |" in nmt
+    assert "| (h) 2LocHeads 6TiedLoc All6 | 2 | 1 | - | 3,932,160 | 47.00 | -4.00 | 30.12 | +0.11 | 28.57 | -0.52 |" in nmt
     path = rep.write_report(runs)
     text = path.read_text()
-    assert "| All Band2 Untied | - | 96.1 | 79.0 | 90.05 |" in text  # band-2 at n = 128: 1 - 634/128^2
-    assert "| BERT-base | - | 0.0 | 81.0 ± 1.0 (3) | 90.90 |" in text
+    assert "| All Band2 Untied | 1 | - | 96.1 | 79.0 | 90.05 |" in text  # band-2 at n = 128: 1 - 634/128^2
+    assert "| BERT-base | 1, 2, 3 | - | 0.0 | 81.0 ± 1.0 (3) | 90.90 |" in text
+    assert "Seeds per row: (a) and BERT-base 1, 2, 3; every other row 1." in text
     assert "17 findings:" in text and "Seeds: 1, 2, 3." in text and "commit abc1234" in text
-    assert "![Fig. 1, NMT baseline (a)]" not in text  # no figures written in the fixture
+    # no hypotheses nor predictions in the fixture: one seed per row cannot be compared
+    assert "- **P7** " in text and "**not comparable** {-}" in text
+    assert "BERT-base/QQP: BERT-base fine-tuned on QQP, seed 1, QQP test sentences" in text
+    assert "gold trees of the stand-in tasks' generator" in text
+    for png in ("tables1-3_bleu", "table4_glue", "fig1_sensitivity", "fig2_bias_thresholds", "fig3_bias_heads"):
+        assert (runs.out / "figures" / f"{png}.png").is_file() and f"(figures/{png}.png)" in text
+
+
+def test_report_decides_bleu_on_the_sentences_when_hypotheses_are_kept(runs):
+    rng = random.Random(0)
+    refs = [" ".join(f"w{rng.randrange(50)}" for _ in range(9)) for _ in range(60)]
+    for letter in pande.LETTERS:
+        run = pande.nmt_run(runs, letter, 1)
+        _write(run / "test.ref", "\n".join(refs) + "\n")
+        hyps = [" ".join(w if rng.random() > (0.4 if letter == "a" else 0.1) else "x" for w in r.split()) for r in refs]
+        _write(run / "test.hyp", "\n".join(hyps) + "\n")
+    text = rep.write_report(runs).read_text()
+    line = next(x for x in text.splitlines() if x.startswith("- **P7** "))
+    assert "**contradicted**" in line and "bootstrap over 60 test sentences (paired, seed 1" in line
+
+
+def test_paper_report_names_the_parser(tmp_path):
+    plan = pande.build("paper", tmp_path)
+    assert "stanza 1.15.0 (named by the plan; not run yet)" in rep.trees_note(plan)
+    _write(tmp_path / "data-paper" / "parsed" / "QQP.conllu.json", {"parser": "stanza", "version": "1.15.0"})
+    assert "parsed by stanza 1.15.0, Universal Dependencies" in rep.trees_note(plan)
+
+
+def test_figures_name_model_and_scale_and_number_layers_from_1(runs, monkeypatch):
+    from fairseq_local.reproduce import pande_figures
+
+    figs = []
+    monkeypatch.setattr(pande_figures, "save", lambda fig, path: figs.append(fig) or Path(path))
+    pande_figures.draw_all(runs.out / "figures", "tiny", {"a": [1.0, 2.0, 3.0], "b": [2.0]}, "NMT 6x8",
+                           {"BERT-base": {"QQP": [80.0, 81.0]}}, ["QQP"], "BERT 4x4",
+                           {"BERT-base fine-tuned on QQP": _sensitivity()}, {"BERT-base fine-tuned on QQP": BIAS})
+    titles = [" ".join([f._suptitle.get_text() if f._suptitle else ""] + [ax.get_title() for ax in f.axes])
+              for f in figs]
+    assert len(figs) == 5 and all("tiny scale" in t for t in titles)
+    assert "NMT 6x8" in titles[0] and "BERT 4x4" in titles[1] and "fine-tuned on QQP" in titles[2]
+    bleu_ax = figs[0].axes[0]
+    assert any(len(c.lines) or c.__class__.__name__ == "ErrorbarContainer" for c in bleu_ax.containers)
+    sens_ax = figs[2].axes[0]
+    assert [t.get_text() for t in sens_ax.get_xticklabels()] == ["1", "2", "3"]
+    grid = figs[4].axes[0]
+    assert [t.get_text() for t in grid.get_yticklabels()] == ["1", "2", "3"]
 
 
 def test_mask_sparsity():

@@ -22,7 +22,7 @@ def test_all_runs_each_plan_then_writes_the_summary(tmp_path, monkeypatch, capsy
 
     ran = []
     monkeypatch.setattr(plan_module, "run_plan", lambda plan, jobs: ran.append((plan.paper, jobs)))
-    counts_of = {paper: f"{10 + k} findings: {k} reproduced, 10 not reproduced, 0 not comparable"
+    counts_of = {paper: f"{10 + k} findings: {k} reproduced, 10 contradicted, 0 inconclusive, 0 not comparable"
                  for k, paper in enumerate(PAPERS)}
     for paper, counts in counts_of.items():
         module = paper_module(paper, "report")
@@ -58,12 +58,15 @@ def test_a_foreign_summary_is_refused_before_anything_runs(tmp_path, monkeypatch
     assert (runs / "summary.md").read_text() == "my notes\n"
 
 
-def test_the_summary_lists_every_finding_with_its_verdict(tmp_path):
-    from fairseq_local.reproduce.report import (NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED, Finding,
+def test_the_summary_lists_every_finding_with_its_verdict_and_interval(tmp_path):
+    from fairseq_local.reproduce.report import (CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED, Finding,
                                                 findings_section, read_findings)
 
-    found = [Finding("V1", "Heads that matter are confident (§4).", REPRODUCED, "ρ +0.43 (p = 0.002)"),
-             Finding("W8", "AAA reaches |target| ρ.", NOT_REPRODUCED, "0.61 against 0.73: **short**"),
+    found = [Finding("V1", "Heads that matter are confident (§4).", REPRODUCED, "ρ +0.43",
+                     "ρ = +0.43 [+0.20, +0.61] (bootstrap over 48 heads)"),
+             Finding("W8", "AAA reaches |target| ρ.", CONTRADICTED, "0.61 against 0.73: **short**",
+                     "Δ = -0.12 [-0.15, -0.09] (Welch t, 3 vs 3 seeds)"),
+             Finding("P2", "Unrelated tokens are negligible.", INCONCLUSIVE, "wide"),
              Finding("H9", "German BERT too.", NOT_COMPARABLE, "no German model")]
     text = "# T at x\n\n" + findings_section(found) + "\n## Tables\n\n- **not** a finding line\n"
     assert read_findings(text) == found  # the inverse of Finding.line
@@ -71,10 +74,34 @@ def test_the_summary_lists_every_finding_with_its_verdict(tmp_path):
     (runs / "voita").mkdir(parents=True)
     (runs / "voita" / "report.md").write_text(text)
     lines = cli.write_summary(runs, "tiny", ["voita"], [runs / "voita" / "report.md"]).read_text().splitlines()
-    assert lines[4] == f"| {PAPERS['voita']} | 3 findings: 1 reproduced, 1 not reproduced, 1 not comparable " \
-                       "| [voita/report.md](voita/report.md) |"
+    assert lines[4] == f"| {PAPERS['voita']} | 4 findings: 1 reproduced, 1 contradicted, 1 inconclusive, " \
+                       "1 not comparable | [voita/report.md](voita/report.md) |"
     assert lines[5:] == ["", f"## {PAPERS['voita']}", "", "From [voita/report.md](voita/report.md).", "",
-                         "|  | finding | verdict |", "|---|---|---|",
-                         "| V1 | Heads that matter are confident (§4). | reproduced |",
-                         "| W8 | AAA reaches \\|target\\| ρ. | not reproduced |",
-                         "| H9 | German BERT too. | not comparable |"]
+                         "|  | finding | verdict | estimate [95 % interval] (basis) |", "|---|---|---|---|",
+                         "| V1 | Heads that matter are confident (§4). | reproduced | "
+                         "ρ = +0.43 [+0.20, +0.61] (bootstrap over 48 heads) |",
+                         "| W8 | AAA reaches \\|target\\| ρ. | contradicted | "
+                         "Δ = -0.12 [-0.15, -0.09] (Welch t, 3 vs 3 seeds) |",
+                         "| P2 | Unrelated tokens are negligible. | inconclusive | - |",
+                         "| H9 | German BERT too. | not comparable | - |"]
+
+
+def test_device_cuda_drops_the_cpu_flag_from_every_reduced_plan(tmp_path):
+    for paper in PAPERS:
+        module = paper_module(paper)
+        cpu = module.build("tiny", tmp_path / "r")
+        cuda = module.build("tiny", tmp_path / "r", device="cuda")
+        assert cpu.device == "cpu" and cuda.device == "cuda"
+        assert [s.id for s in cpu.steps] == [s.id for s in cuda.steps]
+        assert not any("--cpu" in s.cmd for s in cuda.steps), paper
+        if paper in ("pande", "sparsebert", "aaa"):  # their BERT steps train on the CPU by --cpu
+            assert any("--cpu" in s.cmd for s in cpu.steps), paper
+
+
+def test_device_is_a_choice_of_the_command(capsys, tmp_path):
+    assert cli.main(["voita", "--device", "cuda", "--dry-run", "--runs", str(tmp_path / "r")]) == 0
+    try:
+        cli.main(["voita", "--device", "tpu", "--dry-run"])
+    except SystemExit as e:
+        assert e.code == 2
+    assert "invalid choice: 'tpu'" in capsys.readouterr().err

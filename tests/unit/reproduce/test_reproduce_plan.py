@@ -30,10 +30,11 @@ def test_tiny_plan_covers_every_experiment(tmp_path):
         assert f"pande/bert/{arch}/pretrain" in ids
         for task in pande.TASKS:
             assert f"pande/bert/{arch}/glue-s1/{task}" in ids
-    # Figs. 1-3 on both models
-    for what in ("nmt", "bert"):
+    # Figs. 1-3: the NMT baseline and BERT-base fine-tuned on each task
+    for what in ("nmt", *(f"bert-{t}" for t in pande.TASKS)):
         for step in ("dump", "bias", "sensitivity"):
             assert f"pande/analysis/{what}/{step}" in ids
+    assert not any(i.startswith("pande/analysis/bert/") for i in ids)
     # data first, shared ids
     assert ids[:5] == ["data-tiny/nmt-hard", "data-tiny/bert-standins", "data-tiny/bert-corpus",
                        "data-tiny/glue-hard-raw", "data-tiny/glue-hard"]
@@ -54,7 +55,7 @@ def test_paper_plan_is_the_papers_settings(tmp_path):
     assert [s.cmd[2] for s in pre] == list(pande.BERT_ROWS)
     assert all("--updates" not in s.cmd and "--cpu" not in s.cmd for s in pre)
     assert all(s.cmd[-2:] == ("--", "--segment-embeddings") for s in pre)  # BERT-base has one (Devlin et al.)
-    ft = [s for s in plan.steps if "/glue-s1/" in s.id and not s.id.endswith("/eval")]
+    ft = [s for s in plan.steps if "/glue-s1/" in s.id and not s.id.endswith(("/eval", "/predictions"))]
     assert len(ft) == 6 * 4 and all("--cpu" not in s.cmd for s in ft)
     assert plan.minutes() is None
 
@@ -221,9 +222,13 @@ def test_dependencies_follow_the_paths_a_step_writes_and_reads(tmp_path):
     real = dependencies(pande.build("tiny", tmp_path).steps)
     assert real["pande/nmt/b-s1/train"] == {"data-tiny/nmt-hard"}
     assert real["pande/nmt/b-s1/test"] == {"data-tiny/nmt-hard", "pande/nmt/b-s1/train"}
-    ft = [i for i in real if i.startswith("pande/bert/roberta_band2/glue-s1/") and not i.endswith("eval")]
+    ft = [i for i in real if i.startswith("pande/bert/roberta_band2/glue-s1/") and not i.endswith(("eval", "predictions"))]
     assert len(ft) == 4 and all(real[i] & set(ft) == set() for i in ft)  # the four tasks run side by side
     assert set(ft) <= real["pande/bert/roberta_band2/glue-s1/eval"]
+    assert set(ft) <= real["pande/bert/roberta_band2/glue-s1/predictions"]
+    # each fine-tuned model is analysed after its fine-tuning, on the sentences of the data step
+    assert {"pande/bert/roberta_local_base/glue-s1/QQP", "data-tiny/glue-hard-raw",
+            "data-tiny/glue-hard"} <= real["pande/analysis/bert-QQP/sensitivity"]
 
 
 @pytest.mark.parametrize("jobs", [1, 2])

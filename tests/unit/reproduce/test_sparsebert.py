@@ -1,26 +1,27 @@
-"""``reproduce sparsebert``: the plan at every scale, and the report against
-fixture runs (hand-written metrics, logs, mask files and DAM checkpoints)
-whose tables and findings are known."""
+"""``reproduce sparsebert``: the plan at every scale, and the masks matched on
+the evaluated sentences (:mod:`~fairseq_local.reproduce.sparsebert_masks`).
+The report is tested in ``test_sparsebert_report.py``."""
 
-import argparse
-import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from fairseq_local.attention import DamMask
-from fairseq_local.attention.masks import write_mask_file
 from fairseq_local.reproduce import pande, sparsebert as sb
-from fairseq_local.reproduce import sparsebert_report as rep
+from fairseq_local.reproduce import sparsebert_masks as sm
 from fairseq_local.reproduce.numbers_sparsebert import (GLUE_COLUMNS, SPARSEBERT_FIG3, SPARSEBERT_FIG6,
                                                         SPARSEBERT_SETUP)
 from fairseq_local.reproduce.plan import dependencies, estimate, print_plan
-from fairseq_local.reproduce.report import NOT_COMPARABLE, NOT_REPRODUCED, REPRODUCED
 
 
 def _steps(plan, prefix: str):
     return [s for s in plan.steps if s.id.startswith(prefix)]
+
+
+def _file_layout(scale: str) -> str:
+    return sb.layout("file", (12, 12) if scale == "paper" else sb.model_shape())
 
 
 @pytest.mark.parametrize("scale", ["tiny", "small", "paper"])
@@ -36,43 +37,90 @@ def test_every_experiment_is_planned(tmp_path, scale):
             assert f"sparsebert/glue/{row}/s{seed}/eval" in ids, row
             for task in s.tasks:
                 assert f"sparsebert/glue/{row}/s{seed}/{task}" in ids, (row, task)
-    exports = [st for st in plan.steps if st.cmd[:2] == ("fairseq-local", "export") and "--prune" in st.cmd]
-    per_task = 1 if scale == "paper" else len(s.tasks)
-    assert len(exports) == per_task * (2 * len(s.prune) + len(set(s.fig6_prune) - set(s.prune)))
-    assert sum("--prune-random" in st.cmd for st in exports) == per_task * len(s.prune)
-    # every two-stage run reads a mask that an earlier step exports, with the file layout
-    out = {st.cmd[st.cmd.index("--out") + 1]: k for k, st in enumerate(plan.steps) if st.cmd[1] == "export"}
-    for row in sb.fig3_rows(s):
+    masks = [st for st in plan.steps if st.cmd[:4] == (*sb.MASKS, "prune")]
+    per_task = len(s.prune) * 2 * len(s.tasks) + len(set(s.fig6_prune) - set(s.prune)) * len(s.fig6_tasks)
+    assert len(masks) == per_task and sum("--random" in st.cmd for st in masks) == len(s.prune) * len(s.tasks)
+    out = {st.cmd[st.cmd.index("--out") + 1]: k for k, st in enumerate(plan.steps) if "--out" in st.cmd}
+    few = {r for r, seeds in rows.items() if len(seeds) < 3} | ({"prune-85", "prune-95"} if scale == "paper"
+                                                                 else set())
+    assert {st.id.split("/")[2] for st in plan.steps if st.id.endswith("/predictions")} == few
+    assert all(st.cmd[:3] == ("python", "-m", "fairseq_local.reproduce.pande_predict")
+               for st in plan.steps if st.id.endswith("/predictions"))
+    for row in sb.fig3_rows(s):  # every two-stage run reads a mask an earlier step writes, with the file layout
         for st in _steps(plan, f"sparsebert/glue/{row}/s1/"):
-            if st.id.endswith("/eval"):
-                continue
-            mask = st.cmd[st.cmd.index("--mask-file") + 1]
-            assert out[mask] < plan.steps.index(st)
-            shape = "[file*12]*12" if scale == "paper" else "[file*4]*4"  # BERT-base; the reduced model
-            assert st.cmd[-4:] == ("--attn-layout", shape, "--mask-mode", "pre")
+            if st.id.split("/")[-1] in s.tasks:
+                assert out[st.cmd[st.cmd.index("--mask-file") + 1]] < plan.steps.index(st)
+                assert st.cmd[-4:] == ("--attn-layout", _file_layout(scale), "--mask-mode", "pre")
+
+
+@pytest.mark.parametrize("scale", ["tiny", "small", "paper"])
+def test_p_is_learned_as_section_3_1_and_pruned(tmp_path, scale):
+    """§3.1: sigmoid P (no Gumbel noise), P ⊙ A after the softmax, no L1
+    penalty; Fig. 3 prunes that P (before: a DAM_s run with noise and λ 1e-4)."""
+    plan = sb.build(scale, tmp_path)
+    s = sb.SCALES[scale]
+    p_runs = _steps(plan, "sparsebert/bert/p/") if scale == "paper" else _steps(plan, "sparsebert/glue/p/")
+    assert len(p_runs) == (1 if scale == "paper" else len(s.tasks))
+    for st in p_runs:
+        text = " ".join(map(str, st.cmd))
+        assert "--dam-no-noise --mask-mode post --dam-lambda 0" in text and "roberta_dam_u" in st.cmd
+        if scale != "paper":
+            assert st.cmd[-2:] == ("--dam-lr-scale", str(sb.p_lr_scale(s)))
+    for st in plan.steps:
+        if st.cmd[:4] == (*sb.MASKS, "prune"):
+            task = st.id.split("/")[2]
+            assert st.cmd[st.cmd.index("--checkpoint") + 1] == str(sb.p_checkpoint(plan, task))
+            assert st.cmd[st.cmd.index("--data") + 1].endswith(f"/{task}-bin")
+    if scale != "paper":  # α's summed lr is the paper's pre-training's: 1e-4 x 1M / 2
+        assert float(s.ft_lr) * s.ft_updates / 2 * sb.p_lr_scale(s) == pytest.approx(sb.P_LR_SUM)
 
 
 def test_tiny_plan_fits_its_budget(tmp_path):
     plan = sb.build("tiny", tmp_path)
     fine_tunes = [st for st in plan.steps if st.cmd[:2] == ("bash", "scripts/finetune-glue.sh")]
-    assert len(fine_tunes) == 9 + 10 + 6 and {st.cmd[st.cmd.index("--task") + 1] for st in fine_tunes} == {"CoLA"}
-    assert len(_steps(plan, "sparsebert/convert/")) == 11 and len(_steps(plan, "sparsebert/masks/")) == 6
-    assert len(plan.steps) == 4 + 1 + 11 + 25 + 25 + 6
+    assert len(fine_tunes) == 3 * (3 + 4 + 6 + 6) + 1 and {st.cmd[st.cmd.index("--task") + 1] for st in fine_tunes} \
+        == {"CoLA"}  # every row with three seeds, and the P run
+    assert len(_steps(plan, "sparsebert/convert/")) == 8 and len(_steps(plan, "sparsebert/masks/")) == 3 + 6
     assert estimate(plan, 2) <= 45 and estimate(plan, 1) == pytest.approx(plan.minutes())
     assert estimate(sb.build("small", tmp_path), 2) <= 180
-    needs = dependencies(plan.steps)  # the conversions wait for the pretraining alone; fine-tunes for theirs
+    needs = dependencies(plan.steps)
     assert needs["sparsebert/convert/no-diag"] == {"sparsebert/bert/pretrain"}
-    assert needs["sparsebert/glue/no-diag/s2/CoLA"] == {"data-tiny/glue-hard", "sparsebert/bert/pretrain",
-                                                         "sparsebert/convert/no-diag"}
+    assert needs["sparsebert/glue/random-drop/s2/CoLA"] == {
+        "data-tiny/glue-hard", "sparsebert/bert/pretrain", "sparsebert/convert/base",
+        "sparsebert/masks/CoLA/random-drop"}
     assert all("--cpu" in st.cmd and "--recipe" in st.cmd for st in fine_tunes)
-    # one full-attention model, converted; DAM learns its mask in fine-tuning with its lambda
     assert [st.cmd[2] for st in _steps(plan, "sparsebert/bert/")] == ["roberta_base"]
-    dam = next(st for st in plan.steps if st.id == "sparsebert/glue/dam-s-1e-1/s1/CoLA")
+    dam = next(st for st in plan.steps if st.id == "sparsebert/glue/dam-s-1e-1/s3/CoLA")
     assert dam.cmd[-2:] == ("--dam-lambda", "1e-1") and dam.cmd[dam.cmd.index("--arch") + 1] == "roberta_dam_s"
-    src = next(st for st in plan.steps if st.id == "sparsebert/masks/CoLA/random-60")
-    assert src.cmd[2].endswith("glue/dam-s-1e-4/s1/CoLA/checkpoint_best.pt")
-    assert src.cmd[3:] == ("--out", str(tmp_path / "sparsebert/glue/dam-s-1e-4/s1/CoLA/random-60-s1.pt"),
-                           "--prune", "60", "--n", "128", "--prune-random", "1")
+    rnd = next(st for st in plan.steps if st.id == "sparsebert/masks/CoLA/random-60")
+    assert rnd.cmd[3:] == ("prune", "--checkpoint", str(tmp_path / "sparsebert/glue/p/s1/CoLA/checkpoint_last.pt"),
+                           "--prune", "60", "--data", str(tmp_path / "data-tiny/glue-hard/CoLA-bin"), "--out",
+                           str(tmp_path / "sparsebert/masks/CoLA/random-60-s1.pt"), "--random", "1")
+
+
+@pytest.mark.parametrize("scale", ["tiny", "small"])
+def test_rows_with_random_parts_are_drawn_on_the_sentences(tmp_path, scale):
+    """Reduced scales: random-drop, Longformer and BigBird are mask files
+    drawn on each task's dev sentences, not the n = 128 tokens (before:
+    converted with random-drop-s1 / longformer-2-2 / bigbird-1-2-2)."""
+    plan = sb.build(scale, tmp_path)
+    for row, (kind, *params) in sb.FILE_ROWS.items():
+        assert f"sparsebert/convert/{row}" not in [st.id for st in plan.steps]
+        for task in sb.SCALES[scale].tasks:
+            make = next(st for st in plan.steps if st.id == f"sparsebert/masks/{task}/{row}")
+            assert make.cmd[:4 + len(params)] == (*sb.MASKS, kind, *map(str, params))
+            ft = next(st for st in plan.steps if st.id == f"sparsebert/glue/{row}/s1/{task}")
+            assert ft.cmd[ft.cmd.index("--mask-file") + 1] == str(sb.row_mask(plan, row, task))
+            assert ft.cmd[ft.cmd.index("--checkpoint") + 1] == str(sb.converted(plan, "base"))
+
+
+def test_device_cuda(tmp_path):
+    for scale in ("tiny", "small"):
+        cpu, cuda = sb.build(scale, tmp_path), sb.build(scale, tmp_path, device="cuda")
+        assert cuda.device == "cuda" and [s.id for s in cpu.steps] == [s.id for s in cuda.steps]
+        assert not any("--cpu" in s.cmd for s in cuda.steps) and any("--cpu" in s.cmd for s in cpu.steps)
+        assert all("--cuda" in s.cmd for s in cuda.steps if s.id.endswith("/eval"))
+    assert sb.build("paper", tmp_path, device="cuda").device == "cuda"
 
 
 def test_data_steps_are_pandes(tmp_path):
@@ -95,208 +143,130 @@ def test_paper_plan_is_the_papers_settings(tmp_path, capsys):
     pre = _steps(plan, "sparsebert/bert/")
     assert len(pre) == 3 + 8 + 6 + 1
     for st in pre:  # Devlin et al.: 1M updates of 256 sequences, lr 1e-4, Adam (0.9, 0.999); n = 128
-        text = " ".join(st.cmd)
         assert "--updates 1000000 --updates-512 0 --lengths 128,128 --max-positions 128 --batch-size 32 " \
-               "--update-freq 8 --lr 1e-4 --warmup 10000 -- --adam-betas (0.9, 0.999)" in text
-    p = next(st for st in pre if st.id == "sparsebert/bert/p/pretrain")
-    assert p.cmd[2] == "roberta_dam_u" and p.cmd[-5:] == ("--dam-no-noise", "--mask-mode", "post", "--dam-lambda", "0")
-    lams = [st.cmd[-1] for st in pre if "--dam-lambda" in st.cmd and st is not p]
+               "--update-freq 8 --lr 1e-4 --warmup 10000 -- --adam-betas (0.9, 0.999)" in " ".join(st.cmd)
+    lams = [st.cmd[-1] for st in pre if "--dam-lambda" in st.cmd and st.id != "sparsebert/bert/p/pretrain"]
     assert sorted(lams) == sorted(2 * ["1e-4", "1e-3", "1e-2", "1e-1"])
     ft = [st for st in plan.steps if st.cmd[:2] == ("bash", "scripts/finetune-glue.sh")]
     for st in ft:  # Appendix C as the recipe has it: no reduced length, lr or batch
-        assert "--recipe" in st.cmd and st.cmd[st.cmd.index("--recipe") + 1] == "sparsebert"
+        assert st.cmd[st.cmd.index("--recipe") + 1] == "sparsebert"
         assert not {"--max-update", "--lr", "--batch-size"} & set(st.cmd)
     dam = next(st for st in ft if st.id == "sparsebert/glue/dam-u-1e-2/s1/RTE")  # mask fixed in fine-tuning
     assert dam.cmd[dam.cmd.index("--mask-file") + 1] == str(tmp_path / "sparsebert/bert/dam-u-1e-2/hard.pt")
-    assert {st.id.split("/")[-1] for st in _steps(plan, "sparsebert/glue/prune-95/")} == {"QNLI", "MRPC", "eval"}
-    assert sum(st.id.endswith("/eval") and "--cuda" in st.cmd for st in plan.steps) == len(
-        [st for st in plan.steps if st.id.endswith("/eval")]) > 0
+    mrpc = next(st for st in ft if st.id == "sparsebert/glue/prune-95/s1/MRPC")  # Fig. 3/6 masks per task
+    assert mrpc.cmd[mrpc.cmd.index("--mask-file") + 1] == str(tmp_path / "sparsebert/masks/MRPC/prune-95.pt")
+    assert {st.id.split("/")[-1] for st in _steps(plan, "sparsebert/glue/prune-95/")} == {"QNLI", "MRPC", "eval",
+                                                                                         "predictions"}
+    assert all("--cuda" in st.cmd for st in plan.steps if st.id.endswith("/eval"))
     print_plan(plan, commands=True)
-    out = capsys.readouterr().out
-    assert out.splitlines()[0].startswith(f"reproduce sparsebert --scale paper: {len(plan.steps)} steps")
+    assert capsys.readouterr().out.splitlines()[0].startswith(f"reproduce sparsebert --scale paper: {len(plan.steps)}")
 
 
 def test_fixed_rows_are_table3s_and_commands_parse(tmp_path):
-    from fairseq_local.cli import convert_roberta, export
+    from fairseq_local.attention.layout import parse_layout
+    from fairseq_local.cli import convert_roberta
     from fairseq_local.cli.sparsity import TABLE3
 
     assert {n: t for n, t in sb.FIXED.values()} == {n: t for n, t, _ in TABLE3}
-    assert all(row == name.lower() for row, (name, _) in sb.FIXED.items())
     plan = sb.build("tiny", tmp_path)
-    parsers = {"convert-roberta": convert_roberta.build_parser(), "export": export.build_parser()}
     for st in plan.steps:
-        if st.cmd[0] == "fairseq-local":
-            args = parsers[st.cmd[1]].parse_args(list(st.cmd[2:]))
-            if st.cmd[1] == "convert-roberta" and "--attn-layout" in st.cmd:
-                assert args.attn_layout == f"[{sb.MODELS[st.id.split('/')[-1]][1]}*4]*4"
-    from fairseq_local.attention.layout import parse_layout
-
+        if st.cmd[:2] == ("fairseq-local", "convert-roberta"):
+            convert_roberta.build_parser().parse_args(list(st.cmd[2:]))
+        elif st.cmd[:3] == sb.MASKS:
+            sm.build_parser().parse_args(list(st.cmd[3:]))
+    shape = sb.model_shape()
     for token in [tok for _, tok in sb.MODELS.values() if tok] + ["file"]:
-        layout = parse_layout(sb.layout(token, sb.model_shape()))
-        assert len(layout) == 4 and all(len(layer.heads) == 4 for layer in layout), token
+        layout = parse_layout(sb.layout(token, shape))
+        assert len(layout) == shape[0] and all(len(layer.heads) == shape[1] for layer in layout), token
     assert sb.model_shape(["--encoder-layers", "4", "--encoder-attention-heads", "6"]) == (4, 6)
     assert sb.lam_name(1e-4) == "1e-4" and sb.lam_name(0.5) == "0.5"
 
 
-# ---- the report -------------------------------------------------------------------------------------
+# ---- masks at the realised sparsity ---------------------------------------------------------------
 
-MCC = {"base": (40, 42, 44), "random-drop": (36, 38, 40), "no-diag": (43, 45, 47),
-       "dam-u-1e-4": 50, "dam-u-1e-1": 46, "dam-s-1e-4": 48, "dam-s-1e-1": 40, "star": 41, "logsparse": 30,
-       "strided": 38, "fixed": 36, "longformer": 42, "bigbird": 33,
-       "prune-30": 44, "random-30": 35, "prune-60": 40, "random-60": 30, "prune-90": 30, "random-90": 28}
-RHO = {"base": 0.0, "random-drop": 0.01, "no-diag": 0.05, "dam-u-1e-4": 0.40, "dam-u-1e-1": 0.55,
-       "dam-s-1e-4": 0.60, "dam-s-1e-1": 0.80, "star": 0.85, "logsparse": 0.70, "strided": 0.45, "fixed": 0.50,
-       "longformer": 0.75, "bigbird": 0.78, "prune-30": 0.10, "random-30": 0.30, "prune-60": 0.35,
-       "random-60": 0.60, "prune-90": 0.78, "random-90": 0.90}
+LENGTHS = [10, 12, 12, 15, 20, 20, 25, 29]
 
 
-def _valid(acc: float, rho: float) -> str:
-    return (f"2026-01-01 00:00:00 | INFO | valid | epoch 001 | valid on 'valid' subset | loss 0.9 | nll_loss 0.02 | "
-            f"accuracy {acc} | rho {rho} | rho_l1 {rho} | wps 1 | num_updates 100 | best_accuracy {acc}")
+def write_index(prefix: Path, sizes) -> None:
+    """A binarised (mmap) dataset of sentences of ``sizes`` tokens, as fairseq writes it."""
+    from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
+
+    prefix.parent.mkdir(parents=True, exist_ok=True)
+    b = MMapIndexedDatasetBuilder(f"{prefix}.bin", dtype=np.int32)
+    for n in sizes:
+        b.add_item(torch.full((n,), 5, dtype=torch.int32))
+    b.finalize(f"{prefix}.idx")
 
 
-def _dam_checkpoint(path: Path, structured: bool) -> None:
-    """Two heads of one layer.  dam-u: alpha -2 on the diagonal, 3 on the
-    neighbours, 1 on the first row and column, 0 elsewhere; the second head
-    0.5 higher everywhere.  dam-s: -1 at offset 0, 1 at offset 1, -1 beyond."""
-    state, n = {}, 16
-    for k in range(2):
-        m = DamMask(structured, n)
-        if structured:
-            m.alpha.data.copy_(torch.tensor([-1.0, 1.0] + [-1.0] * (n - 2)))
-        else:
-            i, j = torch.arange(n)[:, None].expand(n, n), torch.arange(n)[None, :].expand(n, n)
-            a = torch.zeros(n, n)
-            a[(i == 0) | (j == 0)] = 1.0
-            a[(i - j).abs() == 1] = 3.0
-            a[i == j] = -2.0
-            m.alpha.data[m.index(i, j).flatten()] = a.flatten() + 0.5 * k
-        state[f"encoder.sentence_encoder.layers.0.self_attn.dam.{k}.alpha"] = m.alpha.data.clone()
-    kind = "s" if structured else "u"
-    cfg = argparse.Namespace(arch=f"roberta_dam_{kind}", attn_layout=f"[dam-{kind}*2]*1")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"cfg": {"model": cfg}, "model": state}, path)
+def test_sentence_lengths_as_sentence_prediction_reads_them(tmp_path):
+    write_index(tmp_path / "input0" / "valid", [9, 11])
+    assert sm.sentence_lengths(tmp_path) == [10, 12]  # <s> + input0 (with its </s>)
+    write_index(tmp_path / "input1" / "valid", [4, 6])
+    assert sm.sentence_lengths(tmp_path) == [15, 19]  # and </s> + input1
 
 
-@pytest.fixture
-def runs(tmp_path):
-    plan = sb.build("tiny", tmp_path)
-    for row, mcc in MCC.items():
-        for seed, v in zip((1, 2, 3), mcc if isinstance(mcc, tuple) else (mcc,)):
-            d = sb.ft_dir(plan, row, seed)
-            (d / "eval").mkdir(parents=True)
-            (d / "eval" / "CoLA.json").write_text(json.dumps({"sets": {"CoLA": {"mcc": v / 100, "accuracy": 0.7}}}))
-            (d / "CoLA").mkdir()
-            (d / "CoLA" / "train.log").write_text(_valid(50, 0.99) + "\n" + _valid(60, RHO[row]) + "\n")
-    for row in ("dam-u-1e-4", "dam-u-1e-1", "dam-s-1e-1"):
-        _dam_checkpoint(sb.ft_dir(plan, row, 1) / "CoLA" / "checkpoint_best.pt", row.startswith("dam-s"))
+def test_random_drop_matches_the_diagonal_on_the_sentences():
+    """§3.3: as many entries as the diagonal, n per sentence.  The n = 128
+    pattern (random-drop-s1) drops about n²/128 of a short sentence's."""
+    from fairseq_local.attention.masks import parse_mask
+
+    w = sm.weights(LENGTHS)
+    assert float(w.sum()) == pytest.approx(1.0)
+    diag = sum(1 / n for n in LENGTHS) / len(LENGTHS)
+    assert sm.realised(~torch.eye(sm.N, dtype=torch.bool), w) == pytest.approx(diag)
+    kept = sm.random_drop(w, LENGTHS, seed=1)
+    assert sm.realised(kept, w) == pytest.approx(diag, abs=float(w.max()))  # to one entry's weight
+    assert np.mean(sm.sentence_rho(kept, LENGTHS)) == pytest.approx(sm.realised(kept, w))
+    pos = torch.arange(sm.N)
+    old = parse_mask("random-drop-s1").dense(pos, pos).expand(sm.N, sm.N)
+    assert sm.realised(old, w) < diag / 3  # the defect: about n/128 of the diagonal's share
+    assert not torch.equal(kept, sm.random_drop(w, LENGTHS, seed=2))
+
+
+def test_p_pruning_and_its_random_baseline_realise_the_same_sparsity():
+    """§3.4 at the realised sparsity: pruning P pct % of the 128² entries
+    removes what lies beyond short sentences first (the old export)."""
+    from fairseq_local.cli.export import prune_by_p as prune_at_128
+
+    torch.manual_seed(0)
+    m = DamMask(False, sm.N, init_std=1.0)
+    w = sm.weights(LENGTHS)
     for pct in (30, 60, 90):
-        for how in ("prune", "random"):
-            m = torch.ones(100, dtype=torch.bool)
-            m[: pct - 10] = False
-            write_mask_file(sb.mask_path(plan, sb.SCALES["tiny"], how, pct, "CoLA"),
-                            {"0.0": {"matrix": m.view(10, 10), "ends": True}})
-    return plan
+        kept = sm.prune_by_p(m.matrix(sm.N, "prob"), w, pct)
+        assert sm.realised(kept, w) == pytest.approx(pct / 100, abs=0.01)
+        rnd = sm.drop_in_order(sm.random_order(w, 1, "prune-0.0"), w, sm.realised(kept, w))
+        assert sm.realised(rnd, w) == pytest.approx(sm.realised(kept, w), abs=0.01)
+        p = m.matrix(sm.N, "prob")
+        assert bool((p[~kept].max() <= p[kept & (w > 0)].min()))  # the smallest P entries of the sentences
+    trained = DamMask(False, sm.N)  # trained on short sentences only: α 0 beyond them, P 0.5
+    trained.alpha.data[trained.index(*torch.triu_indices(30, 30))] = torch.randn(30 * 31 // 2) - 1.0
+    assert sm.realised(prune_at_128(trained, sm.N, 30), w) > 0.5  # 30 % of 128² hits the sentences' low P first
 
 
-def test_readers(tmp_path):
-    log = tmp_path / "train.log"
-    log.write_text("\n".join([_valid(60, 0.1), _valid(70, 0.2), _valid(70, 0.3), _valid(65, 0.4)]))
-    assert sb.valid_rho(tmp_path) == 0.3  # the last of the best: checkpoint_best.pt
-    log.write_text(_valid(60, 1e-05).replace("accuracy 60 | ", "") + "\nanything | valid | else")
-    assert sb.valid_rho(tmp_path) == 1e-05 and sb.valid_rho(tmp_path / "none") is None
-    sets = {"MNLI-m": {"accuracy": 0.8}, "MNLI-mm": {"accuracy": 0.7}}
-    (tmp_path / "MNLI.json").write_text(json.dumps({"sets": sets}))
-    assert sb.columns(["CoLA", "MNLI"]) == ["CoLA", "MNLI-m", "MNLI-mm"]
-    assert sb.metric(tmp_path, "MNLI-m") == pytest.approx(80) and sb.metric(tmp_path, "MNLI-mm") == pytest.approx(70)
-    p = torch.full((4, 4), 0.5)
-    p[0, :] = p[:, 0] = 0.8
-    p.fill_diagonal_(0.1)
-    p[1, 2] = p[2, 1] = p[2, 3] = p[3, 2] = 0.9
-    p[1, 3] = 0.3
-    c = sb.class_means(p)
-    assert c["diag"] == pytest.approx(0.1) and c["special"] == pytest.approx(0.8)
-    assert c["neighbour"] == pytest.approx(0.9)
-    assert c["other"] == pytest.approx(0.4) and c["other_sd"] == pytest.approx(2 ** -0.5 * 0.2)  # (0.3, 0.5)
+def test_longformer_and_bigbird_draw_their_globals_among_the_sentences():
+    """§4.2: two random input locations global; BigBird 2 random keys per
+    row.  Drawn among 128 (longformer-2-2) they are positions 36 and 37."""
+    lf, bb = sm.longformer(LENGTHS, 2, 2, seed=1), sm.bigbird(LENGTHS, 1, 2, 2, seed=1)
+    for m in (lf, bb):
+        glob = [i for i in range(sm.N) if bool(m[i].all())]
+        assert len(glob) == 2 and max(glob) < min(LENGTHS)
+    extra = bb & ~sm.longformer(LENGTHS, 1, 2, seed=1)  # BigBird = its Longformer part or the random keys
+    for i in (0, 5, 40, 127):  # R random keys inside the shortest sentence that has row i
+        assert int(extra[i].sum()) <= 2 and all(j < max(min(LENGTHS), i + 1) for j in extra[i].nonzero().flatten())
+    from fairseq_local.attention.masks import parse_mask
+
+    pos = torch.arange(sm.N)
+    old = parse_mask("longformer-2-2").dense(pos, pos).expand(sm.N, sm.N)
+    assert [i for i in range(sm.N) if bool(old[i].all())] == [35, 36]  # the defect: beyond every sentence here
 
 
-def test_tables(runs, monkeypatch):
-    from fairseq_local.reproduce import environment
+def test_the_command_writes_a_mask_file(tmp_path):
+    from fairseq_local.attention.masks import load_mask_file
 
-    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
-    s = sb.SCALES["tiny"]
-    scores, avgs, rho = sb.gather(runs, ["base", "no-diag"], {"base": (1, 2, 3), "no-diag": (1, 2, 3)}, ["CoLA"])
-    assert scores["base"]["CoLA"].values == pytest.approx((40, 42, 44)) and rho["no-diag"]["all"] == pytest.approx(0.05)
-    assert rep.hard_sparsity([sb.ft_dir(runs, "dam-s-1e-1", 1) / "CoLA" / "checkpoint_best.pt"]) == pytest.approx(
-        1 - 86 / 256)  # ends 60 + the interior's offset-1 entries 26, at n = 16
-    assert rep.mask_share(sb.mask_path(runs, s, "random", 60, "CoLA")) == pytest.approx(0.5)
-    text = rep.write_report(runs).read_text()
-    assert text.startswith(sb.TITLE + " at `tiny` scale")
-    assert "| BERT-base (ours) | 0.0 | 0.0 | - | 42.0 ± 2.0 (3) | 62.1 | 42.0 ± 2.0 (3) | 62.1 |" in text
-    assert "| BERT-base (no diag-attention) | 0.8 | 5.0 | - | 45.0 ± 2.0 (3) | 63.1 | 45.0 ± 2.0 (3) | 63.1 |" in text
-    # dam-u at n = 16: head 1 keeps the 30 special and 28 other neighbour entries, head 2 all but the diagonal
-    assert "| DAM_u (lambda=1e-4) | 41.8 | 40.0 | 78.9 | 50.0 | 57.3 | 50.0 | 57.3 |" in text
-    assert "| DAM_s (lambda=1e-4) | - | 60.0 | 91.2 | 48.0 | 59.4 | 48.0 | 59.4 |" in text
-    assert "| Star | 96.1 | 85.0 | 96.1 | 41.0 | 59.6 | 41.0 | 59.6 |" in text
-    assert "| 30 | CoLA | 44.0 | 10.0 | 20.0 | 35.0 | 30.0 | 20.0 |" in text
-    assert "| two-stage (P pruned) | prune-90 | CoLA | 78.0 | 30.0 |" in text
-    assert "16 findings: 10 reproduced, 3 not reproduced, 3 not comparable." in text
-    assert "![Fig. 3](report_fig3.png)" in text and (runs.out / "report_fig3.png").is_file()
-
-
-@pytest.fixture
-def findings(runs, monkeypatch):
-    from fairseq_local.reproduce import environment
-
-    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
-    text = rep.write_report(runs).read_text()
-    return {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **S")}
-
-
-def _verdict(line: str) -> str:
-    return next(v for v in (NOT_REPRODUCED, NOT_COMPARABLE, REPRODUCED) if f"**{v}**" in line)
-
-
-def test_findings_on_fixture_values(findings):
-    v = {k: _verdict(line) for k, line in findings.items()}
-    assert v == {"S1": REPRODUCED, "S2": REPRODUCED, "S3": REPRODUCED, "S4": NOT_COMPARABLE, "S5": REPRODUCED,
-                 "S6": REPRODUCED, "S7": NOT_COMPARABLE, "S8": NOT_REPRODUCED, "S9": NOT_COMPARABLE,
-                 "S10": NOT_REPRODUCED, "S11": REPRODUCED, "S12": REPRODUCED, "S13": NOT_REPRODUCED,
-                 "S14": REPRODUCED, "S15": REPRODUCED, "S16": REPRODUCED}
-    # seed sd 2 over Table 1's rows: margin 2 * 2 * sqrt(2/3) = 3.27 between two rows of 3 seeds
-    assert ("average no-diag − base +3.00, random − base -4.00; margin ±3.27 (2 standard errors, seed sd 2.00)"
-            in findings["S5"])
-    # single runs: margin 2 * 2 * sqrt(2) = 5.66; +2.00 at 90 % is within it
-    assert "P-pruned − random: CoLA 30% +9.00; CoLA 60% +10.00; CoLA 90% +2.00; CoLA margin ±5.66" in findings["S8"]
-    assert "CoLA 90% − 30% -14.00 (below); RTE: no runs or spread" in findings["S9"]
-    assert "DAM measurably above in 6 of 9 pairs" in findings["S10"] and "measurably below: none" in findings["S10"]
-    assert "dev ρ 80.0% vs 78.0%; average DAM_s − BigBird +7.00" in findings["S11"]
-    assert "dev ρ by λ 1e-4, 1e-1: DAM_u 40.0% / 55.0%; DAM_s 60.0% / 80.0%" in findings["S12"]
-    assert ("DAM_u: diagonal off 100%, neighbours on 100%; DAM_s: diagonal off 100%, neighbours on 100%"
-            in findings["S14"])
-    assert ("DAM 46.00 (4 runs), neighbour+special 38.67 (3 runs), neighbour only 34.67 (3 runs); margin ±3.06"
-            in findings["S15"])
-    # diag (σ(-2) + σ(-1.5))/2; special: 28 entries at α 1 and the 2 neighbours (α 3) of the first row and column
-    assert "mean P: diag 0.151, neighbour 0.962, special 0.787, other 0.561 over 2 heads" in findings["S1"]
-
-
-def test_one_stage_against_two_stages():
-    from fairseq_local.reproduce.report import Values
-
-    scores = {"dam-u-1e-4": {"CoLA": Values((50.0,))}, "dam-s-1e-1": {"CoLA": Values((40.0,))},
-              "prune-60": {"CoLA": Values((40.0,))}, "prune-90": {"CoLA": Values((30.0,))}}
-    rho = {"dam-u-1e-4": {"CoLA": 0.40}, "dam-s-1e-1": {"CoLA": 0.80}, "prune-60": {"CoLA": 0.35},
-           "prune-90": {"CoLA": 0.78}}
-    f = rep.fig6_findings(scores, rho, ["dam-u-1e-4", "dam-s-1e-1"], ["prune-60", "prune-90"], ["CoLA"],
-                          {"CoLA": 2.0})[0]
-    assert f.verdict == REPRODUCED
-    assert f.evidence.startswith("QNLI and MRPC not run, so on the tasks run: "
-                                 "CoLA: dam-u-1e-4 (ρ 40%) − prune-60 (ρ 35%) +10.00; "
-                                 "CoLA: dam-s-1e-1 (ρ 80%) − prune-90 (ρ 78%) +10.00; CoLA margin ±5.66")
-    rho["prune-60"]["CoLA"] = 0.20  # nothing within 10 points of dam-u; dam-s still compared
-    scores["prune-90"]["CoLA"] = Values((38.0,))
-    f = rep.fig6_findings(scores, rho, ["dam-u-1e-4", "dam-s-1e-1"], ["prune-60", "prune-90"], ["CoLA"],
-                          {"CoLA": 2.0})[0]
-    assert f.verdict == NOT_REPRODUCED and "dam-u" not in f.evidence
-    assert rep.fig6_findings(scores, rho, ["dam-u-1e-4"], ["prune-60"], ["CoLA"], {"CoLA": 2.0})[0].verdict \
-        == NOT_COMPARABLE
+    write_index(tmp_path / "CoLA-bin" / "input0" / "valid", [n - 1 for n in LENGTHS])
+    assert sm.main(["longformer", "2", "2", "--data", str(tmp_path / "CoLA-bin"), "--out", str(tmp_path / "m.pt"),
+                    "--shape", "2,3"]) == 0
+    masks = load_mask_file(str(tmp_path / "m.pt"))
+    assert sorted(masks) == [f"{l}.{h}" for l in range(2) for h in range(3)]
+    with pytest.raises(SystemExit):
+        sm.main(["bigbird", "1", "--data", str(tmp_path / "CoLA-bin"), "--out", str(tmp_path / "x.pt")])
