@@ -25,7 +25,8 @@ import numpy as np
 
 from .numbers_hta import HTA_FIG1, HTA_FIG6, HTA_FINDINGS, HTA_SETUP
 from .report import Finding, decide
-from .verdicts import Clause, Estimate, at_least, at_most, bootstrap, bootstrap_difference, not_comparable, order
+from .verdicts import (Clause, Estimate, at_least, at_most, bootstrap, bootstrap_difference, not_comparable, order,
+                       share, wilson)
 
 TEXT = {f["id"]: f["text"] for f in HTA_FINDINGS}
 MAIN = "bert-pairs"  # the paper's setting
@@ -84,7 +85,21 @@ def median_of(xs: Sequence[float], name: str) -> Optional[Estimate]:
 
 
 def share_of(xs: Sequence[float], test: Callable[[float], bool], name: str) -> Optional[Estimate]:
-    return bootstrap(xs, lambda ys: float(np.mean([test(y) for y in ys])), HEADS, name)
+    """The share of heads passing ``test``, with Wilson's interval (a bootstrap
+    of 0/1 units collapses to a point when every head passes)."""
+    return share(sum(bool(test(x)) for x in xs), len(xs), HEADS, name) if len(xs) >= 2 else None
+
+
+def counted(xs: Sequence[float], test: Callable[[float], bool], name: str) -> Optional[Estimate]:
+    """The share k/n of heads passing ``test`` for a count claim ("all but two
+    of the 144 heads"): reproduced by the count itself (a claim about one
+    model's heads, which no interval over heads could reach: Wilson's lower
+    bound of 144/144 is 0.974), contradicted only when Wilson's upper bound
+    excludes the paper's share (one failing head of 16 cannot)."""
+    if len(xs) < 2:
+        return None
+    k, n = sum(bool(test(x)) for x in xs), len(xs)
+    return Estimate(k / n, k / n, wilson(k, n)[1], f"counted: {k} of {n} {HEADS}; upper end Wilson's", name)
 
 
 def _missing(fid: str, claim: str, why: str) -> Finding:
@@ -101,10 +116,10 @@ def fig1_finding(r: Optional[dict]) -> Finding:
     n = HTA_SETUP["heads"]
     r7, s9 = HTA_FIG1["pearson_above_0.7_heads"], n - HTA_FIG1["spearman_below_0.9_heads"]
     clauses = [
-        at_least(share_of(p, lambda x: x > 0.7, "share r > 0.7"), r7 / n, f"r > 0.7 for all but {n - r7} of {n} heads"),
+        at_least(counted(p, lambda x: x > 0.7, "share r > 0.7"), r7 / n, f"r > 0.7 for all but {n - r7} of {n} heads"),
         at_least(share_of(p, lambda x: x > 0.85, "share r > 0.85"), HTA_FIG1["pearson_above_0.85_share"],
                  "r > 0.85 for 90 % of the heads"),
-        at_least(share_of(s, lambda x: x >= 0.9, "share ρ ≥ 0.9"), s9 / n,
+        at_least(counted(s, lambda x: x >= 0.9, "share ρ ≥ 0.9"), s9 / n,
                  f"ρ < 0.9 for only {n - s9} of {n} heads"),
         at_least(share_of(s, lambda x: x > 0.95, "share ρ > 0.95"), HTA_FIG1["spearman_above_0.95_share"],
                  "ρ > 0.95 for 75 % of the heads")]
@@ -283,7 +298,7 @@ def diagonal_finding(r: Optional[dict]) -> Finding:
     con, att = peaks(r, "contribution"), peaks(r, "attention")
     if len(con) < 2:
         return _missing("H6", "the input contribution peaks around the diagonal", "no input contribution yet")
-    est = bootstrap([float(x) for x in con], np.mean, HEADS, "share peaking near the diagonal")
+    est = share_of([float(x) for x in con], bool, "share peaking near the diagonal")
     return decide("H6", TEXT["H6"], [at_least(est, 0.5, f"most heads' input contribution peaks within {LOCAL} "
                                                         f"token(s) of the attending token")],
                   f"`{MAIN}`, {len(con)} heads (attention: {100 * np.mean(att):.0f} % of them)" if att else "")

@@ -22,7 +22,10 @@ effect it could have decided: the interval's half-width.
 The interval, one rule everywhere (:func:`difference`): with three seeds or
 more per arm, Welch's t interval over seeds; otherwise a percentile bootstrap
 (2,000 resamples, generator seed 0) over the units the run has many of
-(sentences, heads, examples), which the estimate names.
+(sentences, heads, examples), which the estimate names.  A share of heads
+(k of n) takes Wilson's score interval instead, and a difference of two
+shares Newcombe's (:func:`proportion_difference`): a bootstrap of 0/1 units
+collapses to a point when a group is all 0 or all 1.
 """
 
 import math
@@ -121,6 +124,38 @@ def bootstrap_difference(a: Sequence[float], b: Sequence[float], what: str, pair
     lo, hi = np.quantile(draws, [0.5 - LEVEL / 2, 0.5 + LEVEL / 2])
     return Estimate(float(a.mean() - b.mean()), float(lo), float(hi),
                     f"bootstrap over {len(a)} and {len(b)} {what}", name)
+
+
+def wilson(k: int, n: int, level: float = LEVEL) -> Tuple[float, float]:
+    """Wilson's score interval of a proportion k/n: valid at k = 0 and k = n,
+    where a bootstrap of 0/1 units collapses to a point."""
+    from scipy import stats
+
+    z = float(stats.norm.ppf(0.5 + level / 2))
+    p = k / n
+    centre, h = (p + z * z / (2 * n)) / (1 + z * z / n), z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - h), min(1.0, centre + h)
+
+
+def share(k: int, n: int, what: str, name: str = "share") -> Optional[Estimate]:
+    """k/n with Wilson's score interval; None for n = 0."""
+    if n < 1:
+        return None
+    lo, hi = wilson(k, n)
+    return Estimate(k / n, lo, hi, f"Wilson score interval, {k} of {n} {what}", name)
+
+
+def proportion_difference(k1: int, n1: int, k2: int, n2: int, what: str, name: str = "Δ share") -> Optional[Estimate]:
+    """k1/n1 − k2/n2 with Newcombe's hybrid score interval (his method 10,
+    from the two Wilson intervals); None when either count is empty."""
+    if n1 < 1 or n2 < 1:
+        return None
+    p1, p2 = k1 / n1, k2 / n2
+    (l1, u1), (l2, u2) = wilson(k1, n1), wilson(k2, n2)
+    d = p1 - p2
+    lo = d - math.sqrt((p1 - l1) ** 2 + (u2 - p2) ** 2)
+    hi = d + math.sqrt((u1 - p1) ** 2 + (p2 - l2) ** 2)
+    return Estimate(d, lo, hi, f"Newcombe's score interval, {k1}/{n1} against {k2}/{n2} {what}", name)
 
 
 def difference(a: Sequence[float], b: Optional[Sequence[float]] = None, units_a: Optional[Sequence[float]] = None,

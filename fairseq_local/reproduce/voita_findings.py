@@ -39,7 +39,7 @@ from .bleu_units import corpus_bleu, read_stats
 from .numbers_voita import VOITA_FINDINGS, VOITA_PRUNING
 from .report import Finding, decide
 from .verdicts import (CONTRADICTED, INCONCLUSIVE, REPRODUCED, Clause, Estimate, at_least, at_most, bootstrap,
-                       bootstrap_difference, not_comparable, order)
+                       bootstrap_difference, not_comparable, order, proportion_difference)
 
 TEXT = {f["id"]: f["text"] for f in VOITA_FINDINGS}
 SPECIAL = ("positional", "syntactic", "rare")  # Voita §5's specialised roles; "other" is the rest
@@ -126,9 +126,10 @@ def _special(roles: Dict[str, int]) -> int:
 def survival_clause(base: dict, pruned: Sequence[dict]) -> Tuple[Clause, str]:
     """V3 (Fig. 8): among the encoder heads that remain in the runs keeping
     between one and half of them, the share of specialised heads is larger
-    than among every head of the base model (a bootstrap over the kept heads
-    of those runs and over the base's heads; the kept heads are a subset of
-    the base's, so the unpaired interval is the wider one).  The roles of a
+    than among every head of the base model (Newcombe's score interval of the
+    two shares, which stays honest where a group has no specialised head;
+    the kept heads are a subset of the base's, so the unpaired interval is
+    the wider one).  The roles of a
     pruned run are those of its remaining heads (``prune-curve``)."""
     claim = "specialised heads a larger share of those kept than of all heads (Δ share > 0)"
     n_enc = base["heads"].get("enc-self", 0)
@@ -138,12 +139,11 @@ def survival_clause(base: dict, pruned: Sequence[dict]) -> Tuple[Clause, str]:
         return not_comparable(claim, "no roles of the base model's heads"), ""
     if not runs:
         return not_comparable(claim, "no run keeps between one and half of the encoder heads"), ""
-    kept = [v for r in runs for v in _indicators(_special(r["roles"]), sum(r["roles"].values()))]
-    every = _indicators(_special(roles0), sum(roles0.values()))
+    k1, n1 = sum(_special(r["roles"]) for r in runs), sum(sum(r["roles"].values()) for r in runs)
+    k2, n2 = _special(roles0), sum(roles0.values())
     lams = ", ".join(f"{r['lambda']:g}" for r in runs)
-    est = bootstrap_difference(kept, every, f"heads (kept at λ = {lams}; every head)", name="Δ specialised share")
-    evidence = (f"specialised heads: {_special(roles0)} of {len(every)} with every head; {int(sum(kept))} of the "
-                f"{len(kept)} kept at λ = {lams}")
+    est = proportion_difference(k1, n1, k2, n2, f"heads (kept at λ = {lams}; every head)", name="Δ specialised share")
+    evidence = f"specialised heads: {k2} of {n2} with every head; {k1} of the {n1} kept at λ = {lams}"
     return order(est, claim, "" if est else "fewer than two heads kept"), evidence
 
 
@@ -229,10 +229,10 @@ def type_clauses(base: dict, pruned: Sequence[dict]) -> List[Clause]:
         if not runs:
             out.append(not_comparable(claim, "no run closed some but not all of their heads"))
             continue
-        a = [v for r in runs for v in _indicators(r["kept"].get("dec-cross", 0), heads["dec-cross"])]
-        b = [v for r in runs for v in _indicators(r["kept"].get(t, 0), heads[t])]
-        out.append(order(bootstrap_difference(a, b, f"heads × {len(runs)} runs", name=f"Δ share cross−{t}"),
-                         claim))
+        ka, kb = sum(r["kept"].get("dec-cross", 0) for r in runs), sum(r["kept"].get(t, 0) for r in runs)
+        est = proportion_difference(ka, heads["dec-cross"] * len(runs), kb, heads[t] * len(runs),
+                                    f"heads × {len(runs)} runs", name=f"Δ share cross−{t}")
+        out.append(order(est, claim))
     return out
 
 

@@ -90,3 +90,14 @@ def test_every_clause_counts_and_the_worst_decides():
     assert f.verdict == v.CONTRADICTED and f.estimate == bad.estimate.text()
     assert f.evidence.startswith("BLEU per configuration. Tests: a: ") and "; b: " in f.evidence
     assert decide("X", "t", [nc]).estimate == "-"
+
+
+def test_shares_take_wilson_and_newcombe_intervals():
+    # Newcombe (1998), Table II, example (a): 56/70 against 48/80, method 10: [0.0524, 0.3339]
+    est = v.proportion_difference(56, 70, 48, 80, "heads")
+    assert est.value == pytest.approx(0.2) and (est.lo, est.hi) == pytest.approx((0.0524, 0.3339), abs=1e-4)
+    # Wilson (1927) for 0 of 10: [0, 0.2775]; a bootstrap of ten zeros would give the point 0
+    assert v.wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    # none of 15 kept heads specialised, 4 of 48 overall: the data cannot exclude an equal share
+    assert v.order(v.proportion_difference(0, 15, 4, 48, "heads"), "kept more").verdict == v.INCONCLUSIVE
+    assert v.proportion_difference(0, 0, 4, 48, "heads") is None

@@ -292,7 +292,7 @@ def test_report_from_finished_steps(tmp_path, monkeypatch):
     score = round(sacrebleu.corpus_bleu(refs, [refs]).score, 2)
     _write_run(prune / "base", refs, refs)
     _write_run(prune / "lambda-0.5", refs, refs)
-    rows = [_row(None, 48, 16, 16, score, (12, 24, 0, 12)), _row(0.5, 10, 4, 12, score, (4, 6, 0, 0))]
+    rows = [_row(None, 48, 16, 16, score, (6, 12, 0, 30)), _row(0.5, 10, 4, 12, score, (4, 6, 0, 0))]
     (prune / "prune_curve.json").write_text(json.dumps({"rows": rows}))
     path = rep.write_report(plan)
     text = path.read_text()
