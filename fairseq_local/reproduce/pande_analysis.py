@@ -43,7 +43,7 @@ import numpy as np
 from .numbers_pande import PANDE_FINDINGS
 from .report import Finding, decide, read_json
 from .verdicts import (CONTRADICTED, INCONCLUSIVE, REPRODUCED, Clause, Estimate, at_least, at_most, bootstrap,
-                       not_comparable, order)
+                       not_comparable, order, share)
 
 TEXT = {f["id"]: f["text"] for f in PANDE_FINDINGS}
 THRESHOLDS = (1, 2, 3, 4, 5)  # Fig. 2's x-axis, "varied from 1 through 5"
@@ -108,7 +108,9 @@ def bias_clauses(b: dict, label: str) -> Dict[str, List[Clause]]:
     loc, syn = loc2.ravel(), syn2.ravel()
     heads = list(range(len(loc)))
     out: Dict[str, List[Clause]] = {}
-    ts = [t for t in THRESHOLDS if max(shares(loc, syn, t)) > 0] or [THRESHOLDS[0]]
+    # thresholds where the shares can differ: every head above t on both scores (or none) would make
+    # the minimum exactly 0 in every resample, a point interval that decides nothing
+    ts = [t for t in THRESHOLDS if max(shares(loc, syn, t)) > 0 and min(shares(loc, syn, t)) < 1] or [THRESHOLDS[-1]]
 
     def p3(idx):
         return min(a - s for a, s in (shares(loc[idx], syn[idx], t) for t in ts))
@@ -116,8 +118,7 @@ def bias_clauses(b: dict, label: str) -> Dict[str, List[Clause]]:
     est = bootstrap(heads, lambda u: p3(np.asarray(u)), "heads",
                     f"{label}: min over t = {', '.join(map(str, ts))} of share(local > t) − share(syntactic > t)")
     out["P3"] = [order(est, f"{label}: more local than syntactic heads at every threshold")]
-    est = bootstrap(heads, lambda u: shares(loc[np.asarray(u)], syn[np.asarray(u)], CUT)[0], "heads",
-                    f"{label}: share(local > 3)")
+    est = share(int(np.sum(np.nan_to_num(loc, nan=-1.0) > CUT)), len(loc), "heads", f"{label}: share(local > 3)")
     out["P4"] = [at_least(est, QUARTER, f"{label}: more than a quarter of heads above 3")]
     any_local = bool(np.nansum(loc2 > CUT))
     layers = loc2.shape[0]

@@ -20,7 +20,9 @@ is contradicted), else *inconclusive*.  An inconclusive clause states the
 effect it could have decided: the interval's half-width.
 
 The interval, one rule everywhere (:func:`difference`): with three seeds or
-more per arm, Welch's t interval over seeds; otherwise a percentile bootstrap
+more per arm, Welch's t interval over seeds; one run against three seeds or
+more, the t prediction interval of a new seed (the one run's seed noise
+counts); otherwise a percentile bootstrap
 (2,000 resamples, generator seed 0) over the units the run has many of
 (sentences, heads, examples), which the estimate names.  A share of heads
 (k of n) takes Wilson's score interval instead, and a difference of two
@@ -67,20 +69,39 @@ class Estimate:
 def seed_interval(a: Sequence[float], b: Optional[Sequence[float]] = None, name: str = "Δ",
                   level: float = LEVEL) -> Optional[Estimate]:
     """mean(a) − mean(b) (or mean(a) alone) with Welch's t interval over
-    seeds; None unless every arm has :data:`MIN_SEEDS` runs or more."""
+    seeds; one run against :data:`MIN_SEEDS` or more, a prediction interval;
+    None otherwise, or where the seeds do not spread at all."""
     from scipy import stats
 
     arms = [np.asarray(a, float)] + ([np.asarray(b, float)] if b is not None else [])
+    if len(arms) == 2 and sorted(map(len, arms))[0] == 1 and max(map(len, arms)) >= MIN_SEEDS:
+        return _one_against_seeds(arms, name, level)
     if any(len(x) < MIN_SEEDS for x in arms):
         return None
     value = float(arms[0].mean() - (arms[1].mean() if len(arms) > 1 else 0.0))
     var = [x.var(ddof=1) / len(x) for x in arms]
     se = math.sqrt(sum(var))
     if se == 0:
-        return Estimate(value, value, value, _seed_basis(arms), name)
+        return None  # identical seeds: no spread to decide on
     df = sum(var) ** 2 / sum(v ** 2 / (len(x) - 1) for v, x in zip(var, arms) if v > 0) if any(var) else 1.0
     h = float(stats.t.ppf(0.5 + level / 2, df)) * se
     return Estimate(value, value - h, value + h, _seed_basis(arms), name)
+
+
+def _one_against_seeds(arms, name: str, level: float) -> Optional[Estimate]:
+    """One run against n >= 3 seeds: x − mean(b) with the t prediction
+    interval ± t_{n−1} · s_b · √(1 + 1/n), so that the one run's seed noise,
+    estimated from the other arm, counts (a bootstrap over one seed's
+    sentences would leave it out)."""
+    from scipy import stats
+
+    one, many = (arms[0], arms[1]) if len(arms[0]) == 1 else (arms[1], arms[0])
+    sd = float(many.std(ddof=1))
+    if sd == 0:
+        return None
+    value = float(arms[0].mean() - arms[1].mean())
+    h = float(stats.t.ppf(0.5 + level / 2, len(many) - 1)) * sd * math.sqrt(1 + 1 / len(many))
+    return Estimate(value, value - h, value + h, f"t prediction interval, 1 run against {len(many)} seeds", name)
 
 
 def _seed_basis(arms) -> str:

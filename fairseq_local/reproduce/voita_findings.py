@@ -124,8 +124,8 @@ def _special(roles: Dict[str, int]) -> int:
 
 
 def survival_clause(base: dict, pruned: Sequence[dict]) -> Tuple[Clause, str]:
-    """V3 (Fig. 8): among the encoder heads that remain in the runs keeping
-    between one and half of them, the share of specialised heads is larger
+    """V3 (Fig. 8): among the encoder heads that remain in the least-pruned
+    run keeping between one and half of them, the share of specialised heads is larger
     than among every head of the base model (Newcombe's score interval of the
     two shares, which stays honest where a group has no specialised head;
     the kept heads are a subset of the base's, so the unpaired interval is
@@ -139,9 +139,10 @@ def survival_clause(base: dict, pruned: Sequence[dict]) -> Tuple[Clause, str]:
         return not_comparable(claim, "no roles of the base model's heads"), ""
     if not runs:
         return not_comparable(claim, "no run keeps between one and half of the encoder heads"), ""
-    k1, n1 = sum(_special(r["roles"]) for r in runs), sum(sum(r["roles"].values()) for r in runs)
+    run = max(runs, key=lambda r: r["kept"].get("enc-self", 0))  # one run: the same heads never count twice
+    k1, n1 = _special(run["roles"]), sum(run["roles"].values())
     k2, n2 = _special(roles0), sum(roles0.values())
-    lams = ", ".join(f"{r['lambda']:g}" for r in runs)
+    lams = f"{run['lambda']:g}"
     est = proportion_difference(k1, n1, k2, n2, f"heads (kept at λ = {lams}; every head)", name="Δ specialised share")
     evidence = f"specialised heads: {k2} of {n2} with every head; {k1} of the {n1} kept at λ = {lams}"
     return order(est, claim, "" if est else "fewer than two heads kept"), evidence
@@ -229,9 +230,12 @@ def type_clauses(base: dict, pruned: Sequence[dict]) -> List[Clause]:
         if not runs:
             out.append(not_comparable(claim, "no run closed some but not all of their heads"))
             continue
-        ka, kb = sum(r["kept"].get("dec-cross", 0) for r in runs), sum(r["kept"].get(t, 0) for r in runs)
-        est = proportion_difference(ka, heads["dec-cross"] * len(runs), kb, heads[t] * len(runs),
-                                    f"heads × {len(runs)} runs", name=f"Δ share cross−{t}")
+        # one run, so that no head counts twice: the one whose two types together keep nearest half their
+        # heads (the most informative; chosen on the sum, blind to the difference tested)
+        n2 = heads["dec-cross"] + heads[t]
+        r = min(runs, key=lambda x: (abs((x["kept"].get("dec-cross", 0) + x["kept"].get(t, 0)) / n2 - 0.5), x["lambda"]))
+        est = proportion_difference(r["kept"].get("dec-cross", 0), heads["dec-cross"], r["kept"].get(t, 0), heads[t],
+                                    f"heads at λ = {r['lambda']:g}", name=f"Δ share cross−{t}")
         out.append(order(est, claim))
     return out
 

@@ -148,7 +148,7 @@ def test_bert_orders_and_bounds_need_intervals():
 
 def test_bert_rows_without_predictions_are_not_comparable():
     arms = {a: {"QQP": Arm({1: 80.0})} for a in pf.ROWS}
-    arms[pf.ROWS[0]]["QQP"] = Arm({1: 80.0, 2: 81.0, 3: 82.0})
+    arms[pf.ROWS[0]]["QQP"] = Arm({1: 80.0, 2: 91.0})  # two seeds: neither a t interval nor a prediction one
     f = pf.bert_findings(arms, ("QQP",))
     assert [x.verdict for x in f] == [NOT_COMPARABLE] * 4
     assert "no per-example dev predictions of a common seed" in f[1].evidence

@@ -101,3 +101,15 @@ def test_shares_take_wilson_and_newcombe_intervals():
     # none of 15 kept heads specialised, 4 of 48 overall: the data cannot exclude an equal share
     assert v.order(v.proportion_difference(0, 15, 4, 48, "heads"), "kept more").verdict == v.INCONCLUSIVE
     assert v.proportion_difference(0, 0, 4, 48, "heads") is None
+
+
+def test_one_run_against_seeds_counts_the_seed_noise():
+    b = [10.13, 11.59, 13.05]
+    est = v.seed_interval([12.0], b)
+    h = stats.t.ppf(0.975, 2) * np.std(b, ddof=1) * math.sqrt(1 + 1 / 3)
+    assert est.value == pytest.approx(12.0 - np.mean(b)) and est.hi - est.lo == pytest.approx(2 * h)
+    assert est.basis == "t prediction interval, 1 run against 3 seeds"
+    assert v.seed_interval([9.0, 9.5, 10.0], [12.0]).value == pytest.approx(9.5 - 12.0)
+    # the bootstrap over one seed's sentences is not taken where the seeds can speak
+    assert v.difference([12.0], b, units_a=[1.0, 2.0], units_b=[1.0, 2.0]).basis.startswith("t prediction")
+    assert v.seed_interval([1.0, 1.0, 1.0], [1.0, 1.0, 1.0]) is None  # no spread: nothing to decide on
