@@ -76,7 +76,16 @@ def read_findings(text: str) -> List[Finding]:
 
     verdicts = "|".join(re.escape(v) for v in VERDICTS)
     pattern = re.compile(rf"^- \*\*(\S+)\*\* (.*) \*\*({verdicts})\*\* \{{(.*?)\}}: (.*)$")
-    return [Finding(m[1], m[2], m[3], m[5], m[4]) for m in map(pattern.match, text.splitlines()) if m]
+    # a report written under the earlier two-way rule: its verdict is marked as such, never read as a new one
+    legacy = re.compile(r"^- \*\*(\S+)\*\* (.*) \*\*(reproduced|not reproduced|not comparable)\*\*: (.*)$")
+    out = []
+    for line in text.splitlines():
+        m = pattern.match(line)
+        if m:
+            out.append(Finding(m[1], m[2], m[3], m[5], m[4]))
+        elif (m := legacy.match(line)):
+            out.append(Finding(m[1], m[2], f"{m[3]} (earlier two-way rule)", m[4]))
+    return out
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

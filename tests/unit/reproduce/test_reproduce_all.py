@@ -105,3 +105,13 @@ def test_device_is_a_choice_of_the_command(capsys, tmp_path):
     except SystemExit as e:
         assert e.code == 2
     assert "invalid choice: 'tpu'" in capsys.readouterr().err
+
+
+def test_a_report_of_the_earlier_rule_is_marked_never_read_as_a_new_verdict():
+    from fairseq_local.reproduce.report import read_findings
+
+    old = "- **P7** Local heads cost little. **reproduced**: BLEU − BLEU(a): (b) +1.70\n" \
+          "- **P1** Locality first. **not reproduced**: no\n"
+    found = read_findings(old)
+    assert [(f.id, f.verdict, f.estimate) for f in found] == [
+        ("P7", "reproduced (earlier two-way rule)", "-"), ("P1", "not reproduced (earlier two-way rule)", "-")]
