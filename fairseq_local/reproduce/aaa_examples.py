@@ -15,10 +15,11 @@ the 2.5 and 97.5 percentiles.
 
 import json
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .glue_scores import task_metric
 from .verdicts import BOOTSTRAP, LEVEL, Estimate, seed_interval
 
 Arm = Sequence[str]  # row keys whose scores are averaged (one row, or e.g. Fig. 2's sizes above 2)
@@ -34,33 +35,6 @@ def read_predictions(path: Path) -> Optional[Tuple[np.ndarray, np.ndarray]]:
     if not isinstance(gold, list) or not isinstance(pred, list) or len(gold) != len(pred) or not gold:
         return None
     return np.asarray([str(g) for g in gold]), np.asarray([str(p) for p in pred])
-
-
-def _f1(gold: np.ndarray, pred: np.ndarray) -> float:
-    tp = float(((pred == "1") & (gold == "1")).sum())
-    fp, fn = float(((pred == "1") & (gold != "1")).sum()), float(((pred != "1") & (gold == "1")).sum())
-    return 0.0 if tp == 0 else 2 * tp / (2 * tp + fp + fn)
-
-
-def _mcc(gold: np.ndarray, pred: np.ndarray) -> float:
-    g, p = gold == "1", pred == "1"
-    tp, tn = float((g & p).sum()), float((~g & ~p).sum())
-    fp, fn = float((~g & p).sum()), float((g & ~p).sum())
-    den = np.sqrt((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn))
-    return 0.0 if den == 0 else (tp * tn - fp * fn) / den
-
-
-def _spearman(gold: np.ndarray, pred: np.ndarray) -> float:
-    from scipy.stats import spearmanr
-
-    r = spearmanr(gold.astype(float), pred.astype(float)).correlation
-    return 0.0 if r is None or not np.isfinite(r) else float(r)
-
-
-def task_metric(task: str) -> Callable[[np.ndarray, np.ndarray], float]:
-    """GLUE's metric of ``task`` on (gold, pred) string arrays, as a fraction."""
-    return {"QQP": _f1, "MRPC": _f1, "CoLA": _mcc, "STS-B": _spearman}.get(
-        task, lambda g, p: float((g == p).mean()))
 
 
 def paired_bootstrap(a: Dict[str, List[Tuple[np.ndarray, np.ndarray]]],

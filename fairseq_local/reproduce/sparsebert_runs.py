@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from .report import Values, glue_metric, read_json
+from .glue_scores import task_metric
 from .verdicts import Estimate, bootstrap, seed_interval
 
 
@@ -102,24 +103,8 @@ def dev_examples(eval_dir: Path, col: str) -> Optional[Tuple[np.ndarray, np.ndar
 
 
 def example_metric(col: str, gold: np.ndarray, pred: np.ndarray) -> float:
-    """GLUE's metric of ``col`` in percent (as :func:`.report.glue_metric`
-    reads it): CoLA MCC, MRPC/QQP F1 of label "1", STS-B Spearman, else accuracy."""
-    if col == "STS-B":
-        from scipy.stats import spearmanr
-
-        return 100 * float(spearmanr(gold, pred)[0])
-    if col == "CoLA":
-        labels = sorted(set(gold.tolist()) | set(pred.tolist()))
-        pos = labels[-1]
-        tp, tn = float(np.sum((gold == pos) & (pred == pos))), float(np.sum((gold != pos) & (pred != pos)))
-        fp, fn = float(np.sum((gold != pos) & (pred == pos))), float(np.sum((gold == pos) & (pred != pos)))
-        den = ((tp + fp) * (tp + fn) * (tn + fp) * (tn + fn)) ** 0.5
-        return 100 * (tp * tn - fp * fn) / den if den else 0.0
-    if col in ("MRPC", "QQP"):
-        tp, fp, fn = (float(np.sum((gold == "1") & (pred == "1"))), float(np.sum((gold != "1") & (pred == "1"))),
-                      float(np.sum((gold == "1") & (pred != "1"))))
-        return 100 * 2 * tp / (2 * tp + fp + fn) if tp else 0.0
-    return 100 * float(np.mean(gold == pred))
+    """GLUE's metric of ``col`` in percent (:func:`.glue_scores.task_metric`)."""
+    return 100 * task_metric(col)(gold, pred)
 
 
 def row_examples(runs: Runs, row: str, cols: Sequence[str]) -> Optional[Dict[str, Tuple[np.ndarray, np.ndarray]]]:
