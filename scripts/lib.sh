@@ -14,6 +14,29 @@ if [ -z "${VIRTUAL_ENV:-}" ] && [ -x "${VENV:-$FAIRSEQ_LOCAL_ROOT/.venv}/bin/pyt
   export PATH="${VENV:-$FAIRSEQ_LOCAL_ROOT/.venv}/bin:$PATH"
 fi
 
+# use_python_on_path : for a script's --no-setup: the python on PATH as it is
+# (no .venv, nothing installed or downloaded). Puts the checkout first on
+# PYTHONPATH, and on PATH a folder (NO_SETUP_BIN, for the caller to remove)
+# with `fairseq-local`, and fairseq's commands where the python has no
+# scripts for them, run by that python; one line if it lacks torch or fairseq.
+use_python_on_path() {
+  local py tool
+  py="$(command -v python || command -v python3)" || die "--no-setup: there is no python on PATH"
+  "$py" -c "import torch, fairseq" 2> /dev/null \
+    || die "--no-setup: $py lacks torch or fairseq (pip install --no-deps fairseq-fixed==0.12.3.1, or run without --no-setup)"
+  export PYTHONPATH="$FAIRSEQ_LOCAL_ROOT${PYTHONPATH:+:$PYTHONPATH}" PIP_NO_INDEX=1
+  NO_SETUP_BIN="$(mktemp -d)"
+  printf '#!/bin/sh\nexec "%s" "$@"\n' "$py" > "$NO_SETUP_BIN/python"
+  printf '#!/bin/sh\nexec "%s" -c "import sys; from fairseq_local.cli.main import main; sys.exit(main())" "$@"\n' \
+    "$py" > "$NO_SETUP_BIN/fairseq-local"
+  for tool in train generate preprocess; do
+    command -v "fairseq-$tool" > /dev/null \
+      || printf '#!/bin/sh\nexec "%s" -m fairseq_cli.%s "$@"\n' "$py" "$tool" > "$NO_SETUP_BIN/fairseq-$tool"
+  done
+  chmod +x "$NO_SETUP_BIN"/*
+  export PATH="$NO_SETUP_BIN:$PATH"
+}
+
 log() { echo "[$(date +%H:%M:%S)] $*" >&2; }
 die() { echo "error: $*" >&2; exit 1; }
 

@@ -25,11 +25,12 @@ signature (:mod:`~fairseq_local.attention.plan`).  Nothing in the forward reads
 a device value back to the host.
 """
 
+import contextlib
 import importlib.util
 import inspect
 import warnings
 from functools import reduce
-from typing import Callable, Dict, Hashable, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Hashable, Iterator, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -39,12 +40,17 @@ from .masks.base import constant
 from .masks.flex_rule import flex_positions, mask_mod
 from .config import MASK_MODES
 from .context import cached, memoised
+from .flex_blocks import BLOCK, offset_block_tables, offset_windows
 from .plan import HeadPlan, PathInputs
 
 try:
-    from torch.nn.attention.flex_attention import AuxRequest, BlockMask, create_block_mask, flex_attention
+    from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
 except ImportError:  # torch without FlexAttention
     flex_attention = None
+try:
+    from torch.nn.attention.flex_attention import AuxRequest
+except ImportError:  # torch < 2.9: FlexAttention without return_aux
+    AuxRequest = None
 
 _NO_BACKWARD = ("cpu", "mps")  # device types where torch's FlexAttention has no backward
 
@@ -54,8 +60,9 @@ def flex_available(device: torch.device, needs_grad: bool) -> Optional[str]:
     backward if ``needs_grad``), else a one-line reason why not."""
     device = torch.device(device)
     version = torch.__version__.split("+")[0]
-    if flex_attention is None:
-        return f"FlexAttention needs torch >= 2.5 (this is torch {version}); use --attn-impl window or dense"
+    if flex_attention is None or AuxRequest is None:
+        return (f"FlexAttention with log-sum-exps (AuxRequest) needs torch >= 2.9, this is torch {version}; "
+                f"use --attn-impl window or dense")
     if device.type not in ("cuda", "cpu", "xpu", "hpu", "mps"):
         return f"FlexAttention does not run on {device.type} devices; use --attn-impl window or dense"
     if needs_grad and device.type in _NO_BACKWARD:
@@ -68,11 +75,15 @@ def flex_available(device: torch.device, needs_grad: bool) -> Optional[str]:
 
 Backend = Union[str, Callable[..., object]]
 _BACKENDS: Dict[str, Backend] = {"cuda": "inductor"}  # device type -> torch.compile backend; unlisted: eager
-SHAPE_SETTINGS = {"use_duck_shape": False, "backed_size_oblivious": True}
+SHAPE_SETTINGS = {"use_duck_shape": False}
 """torch.fx.experimental._config while compiling: no duck shaping (B == H or
-T == d_h must not tie a dynamic size to a static one) and no 0/1
-specialisation (B = 1, or T within one 128-block, must not recompile).  The
-scale is specialised too (a float input is read back with .item() per call)."""
+T == d_h must not tie a dynamic size to a static one).  Sizes 0 and 1 stay
+specialised (B = 1 and T = 1 compile graphs of their own): the
+size-oblivious setting (``backed_size_oblivious``) would spare those, but
+AOTAutograd then gives the backward's saved tensors the first call's strides,
+which dynamo does not guard, and the backward at the next length fails
+(``test_compiled_backward_at_every_length``).  The scale is specialised too
+(a float input is read back with .item() per call)."""
 
 
 def set_compile_backend(device_type: str, backend: Optional[Backend]) -> Optional[Backend]:
@@ -85,7 +96,14 @@ def set_compile_backend(device_type: str, backend: Optional[Backend]) -> Optiona
     return previous
 
 
-_ISOLATE = "isolate_recompiles" in inspect.signature(torch.compile).parameters
+_COMPILE_ARGS = inspect.signature(torch.compile).parameters
+_ISOLATE = "isolate_recompiles" in _COMPILE_ARGS
+LAYOUT_RECOMPILE_LIMIT = 32
+"""Graphs one layout may compile where torch.compile takes
+``isolate_recompiles`` and ``recompile_limit``: up to 5 size classes (B = 1
+or more; T = 1, within one 128-block, or more: :data:`SHAPE_SETTINGS`) per
+form (training, inference mode) and dtype.  One more is an error, not an
+eager FlexAttention."""
 RECOMPILE_LIMIT = 64
 """Dynamo's recompile limit for FlexAttention where torch.compile has no
 ``isolate_recompiles``: all layouts then share the cache entries of the one
@@ -94,27 +112,41 @@ RECOMPILE_LIMIT = 64
 
 @cached(maxsize=None)
 def _compiled(backend: Backend, layout: Hashable) -> Callable[..., object]:
-    """torch.compile(flex_attention) for one layout, with dynamic sizes and, where
-    torch has it, its own recompile budget (dynamo's limit of 8 cache entries
-    per code object would otherwise be shared by all layouts: :func:`_dynamo_settings`)."""
-    return torch.compile(flex_attention, backend=backend, dynamic=True,
-                         **({"isolate_recompiles": True} if _ISOLATE else {}))
+    """torch.compile(flex_attention) for one layout: dynamic sizes, the whole
+    graph or an error (``fullgraph``: a graph break in a mask rule fails), and,
+    where torch has it, the layout's own recompile budget (else dynamo's limit
+    of 8 cache entries per code object is shared by all layouts:
+    :func:`_dynamo_settings`)."""
+    own = {"isolate_recompiles": True, "recompile_limit": LAYOUT_RECOMPILE_LIMIT} if _ISOLATE else {}
+    if "recompile_limit" not in _COMPILE_ARGS:
+        own.pop("recompile_limit", None)
+    return torch.compile(flex_attention, backend=backend, dynamic=True, fullgraph=True, **own)
 
 
 def _dynamo_settings() -> Dict[str, object]:
     """torch._dynamo.config while a compiled FlexAttention runs: the scale
-    specialised; without ``isolate_recompiles``, the shared recompile limit
-    raised to :data:`RECOMPILE_LIMIT` and, where torch has the option, an error
-    on hitting it (dynamo would otherwise run FlexAttention eagerly, with
-    (T, T) scores, without a word)."""
+    specialised, and an error on hitting a recompile limit (dynamo would
+    otherwise run FlexAttention eagerly, with (T, T) scores, with a log line
+    only); without ``isolate_recompiles``, the shared limit raised to
+    :data:`RECOMPILE_LIMIT`."""
+    config = torch._dynamo.config
     settings: Dict[str, object] = {"specialize_float": True}
+    if hasattr(config, "fail_on_recompile_limit_hit"):
+        settings["fail_on_recompile_limit_hit"] = True
     if not _ISOLATE:
-        config = torch._dynamo.config
         limit = "recompile_limit" if hasattr(config, "recompile_limit") else "cache_size_limit"  # older torch
         settings[limit] = RECOMPILE_LIMIT
-        if hasattr(config, "fail_on_recompile_limit_hit"):
-            settings["fail_on_recompile_limit_hit"] = True
     return settings
+
+
+@contextlib.contextmanager
+def compile_settings() -> Iterator[None]:
+    """The shape and dynamo settings every compiled FlexAttention call runs under
+    (:data:`SHAPE_SETTINGS`, :func:`_dynamo_settings`)."""
+    from torch.fx.experimental import _config
+    shapes = {key: value for key, value in SHAPE_SETTINGS.items() if hasattr(_config, key)}  # older torch
+    with _config.patch(**shapes), torch._dynamo.config.patch(**_dynamo_settings()):
+        yield
 
 
 def _flex(q: Tensor, k: Tensor, v: Tensor, block_mask: "BlockMask", scale: float, lse: bool, layout: Hashable,
@@ -139,9 +171,7 @@ def _flex(q: Tensor, k: Tensor, v: Tensor, block_mask: "BlockMask", scale: float
         # One memory layout per compiled graph: q, k, v that are slices of
         # projections of other widths must not reuse a graph's strides.
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
-        from torch.fx.experimental import _config
-        shapes = {key: value for key, value in SHAPE_SETTINGS.items() if hasattr(_config, key)}  # older torch
-        with _config.patch(**shapes), torch._dynamo.config.patch(**_dynamo_settings()):
+        with compile_settings():
             if graph or torch.is_inference_mode_enabled():
                 res = fn(q, k, v, block_mask=block_mask, scale=scale, return_aux=aux)
             elif q.device.type in _NO_BACKWARD:
@@ -169,7 +199,10 @@ def head_block_mask(masks: Sequence[HeadMask], pos: Tensor, n: Tensor,
     Takes H fixed masks, pos (B, T) and n (B,) from :func:`flex_positions` and
     the (B, T) padding mask or None.  Returns a (B, H, T, T) BlockMask, or
     (B, 1, T, T) when the heads share one mask; its mask_mod closes over pos,
-    n, real (B, T), which (H,) and the layout's constants only."""
+    n, real (B, T), which (H,) and the layout's constants only.  Offset and
+    global heads only: block tables from the offsets
+    (:func:`~fairseq_local.attention.flex_blocks.offset_block_tables`, batch
+    dimension 1, no (T, T) evaluation); other kinds: ``create_block_mask``."""
     B, T = pos.shape
     kinds = list(dict.fromkeys(masks))  # distinct masks, first-use order
     mods = tuple(mask_mod(m, pos, n) for m in kinds)
@@ -184,7 +217,20 @@ def head_block_mask(masks: Sequence[HeadMask], pos: Tensor, n: Tensor,
             out = reduce(torch.logical_or, ((u == c) & f(b, h, q_idx, kv_idx) for c, f in enumerate(mods)))
         return out & real[b, kv_idx]
 
-    return create_block_mask(mod, B, None if len(mods) == 1 else len(masks), T, T, device=pos.device)
+    windows = offset_windows(kinds if len(kinds) == 1 else masks)
+    return _block_mask(mod, windows, B, None if len(mods) == 1 else len(masks), T, pos.device)
+
+
+def _block_mask(mod: Callable[..., Tensor], windows: Optional[Tuple[Optional[Tuple[int, int]], ...]], batch: int,
+                heads: Optional[int], length: int, device: torch.device) -> "BlockMask":
+    """A (B | 1, H | 1, T, T) BlockMask of ``mod``: from the offset tables
+    (:func:`~fairseq_local.attention.flex_blocks.offset_block_tables`, kept
+    across forwards, no (T, T) evaluation) where ``windows`` gives every
+    head's window, else by ``create_block_mask``."""
+    if windows is not None:
+        counts, indices = offset_block_tables(windows, length, device)
+        return BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=BLOCK, mask_mod=mod, seq_lengths=(length, length))
+    return create_block_mask(mod, batch, heads, length, length, device=device)
 
 
 def flex_lse(q: Tensor, k: Tensor, key_padding_mask: Optional[Tensor], scale: float) -> Tensor:
@@ -202,7 +248,7 @@ def flex_lse(q: Tensor, k: Tensor, key_padding_mask: Optional[Tensor], scale: fl
 
     def build() -> "BlockMask":
         real = _real(key_padding_mask, B, T, q.device)
-        return create_block_mask(lambda b, h, q_idx, kv_idx: real[b, kv_idx], B, None, T, T, device=q.device)
+        return _block_mask(lambda b, h, q_idx, kv_idx: real[b, kv_idx], (None,), B, None, T, q.device)
 
     block = memoised(("flex-real", B, T, q.device), key_padding_mask, build)
     # v is unused, takes no gradient and must not alias k; FlexAttention keeps

@@ -58,6 +58,7 @@ from . import dense
 from .config import ATTN_IMPLS, AttentionConfig, resolved, tau_schedule
 from .context import current
 from .dense import dense_path
+from .fallbacks import announce
 from .flex import flex_available, flex_path
 from .gates import HeadGates
 from .layout import LayerSpec
@@ -305,7 +306,16 @@ class LocalMultiheadAttention(nn.Module):
                 return "flex"
             if impl == "flex":
                 raise OptionError(reason or "--attn-impl flex has no attention dropout; use --attention-dropout 0")
-        if not plan.windowed or dtype not in fast_dtypes(device):
+            reason = reason or ("FlexAttention has no attention dropout (--attention-dropout 0 keeps this layout "
+                                "sparse in training)")
+            announce(("dense", plan.fixed_masks, reason), f"--attn-impl auto: heads {','.join(map(str, plan.masks))} take the dense "
+                     f"path, B·H·T² scores, on {device.type}: {reason}")
+            return "dense"
+        if not plan.windowed:
+            return "dense"
+        if dtype not in fast_dtypes(device):
+            announce(("dtype", dtype, device.type), f"--attn-impl {impl}: window heads in {dtype} on {device.type} "
+                     f"take the dense path, B·H·T² scores (the window path takes {fast_dtypes(device)})")
             return "dense"
         if impl == "auto" and plan.window is not None and tgt_len < auto_min_len(plan.mode, device):
             return "dense"

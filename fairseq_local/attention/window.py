@@ -50,6 +50,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from .fallbacks import announce
 from .masks.base import constant
 from .plan import HeadPlan, PathInputs, WindowPlan
 
@@ -198,34 +199,40 @@ class ChunkedLSE(torch.autograd.Function):
         return torch.cat(dq, 2).to(q.dtype), dk.to(k.dtype), None, None, None
 
 
-def _flex_lse(q: Tensor, k: Tensor):
-    """``flex.flex_lse`` (imported lazily) where it exists and FlexAttention
-    can run this call (``flex.flex_available``), else None."""
-    try:
-        from .flex import flex_available, flex_lse
-    except ImportError:
-        return None
-    needs_grad = torch.is_grad_enabled() and (q.requires_grad or k.requires_grad)
-    return flex_lse if flex_available(q.device, needs_grad) is None else None
+def lse_route(device: torch.device, dtype: torch.dtype, needs_grad: bool) -> str:
+    """Which kernel :func:`group_lse` takes: ``group`` (:class:`GroupLSE`, CPU
+    and meta), ``flex`` (FlexAttention, CUDA) or ``chunked``
+    (:class:`ChunkedLSE`: fp64, other devices, and CUDA where FlexAttention
+    cannot run, which is announced once with the reason)."""
+    kind = torch.device(device).type
+    if kind in ("cpu", "meta") and dtype in CPU_FLASH_DTYPES + (torch.float16,):
+        return "group"
+    if kind == "cuda" and dtype != torch.float64:
+        from .flex import flex_available  # lazily: flex imports torch's FlexAttention
+        reason = flex_available(device, needs_grad)
+        if reason is None:
+            return "flex"
+        announce(("chunked-lse", reason), f"post-mode window heads on CUDA take their row normaliser from "
+                 f"ChunkedLSE, which re-computes (rows, T) score blocks, not from FlexAttention: {reason}")
+    return "chunked"
 
 
 def group_lse(q: Tensor, k: Tensor, key_pad: Optional[Tensor], scale: float) -> Tensor:
     """Row log-sum-exp of the scores over real keys, float32 (B, G, T)
     (float64 for float64 inputs); q, k: (B, G, T, dh), key_pad: (B, T) or None.
 
-    CPU (and meta): :class:`GroupLSE`, fp16 upcast to fp32.  CUDA:
-    ``flex.flex_lse`` (FlexAttention), or :class:`ChunkedLSE` where
-    FlexAttention cannot run.  Elsewhere, and for fp64: :class:`ChunkedLSE`.  None of them
-    builds a (B, G, T, T) tensor."""
-    kind = q.device.type
-    if kind in ("cpu", "meta") and q.dtype in CPU_FLASH_DTYPES + (torch.float16,):
+    By :func:`lse_route`: CPU (and meta): :class:`GroupLSE`, fp16 upcast to
+    fp32.  CUDA: ``flex.flex_lse`` (FlexAttention), or :class:`ChunkedLSE`
+    where FlexAttention cannot run.  Elsewhere, and for fp64: :class:`ChunkedLSE`.
+    None of them builds a (B, G, T, T) tensor."""
+    route = lse_route(q.device, q.dtype, torch.is_grad_enabled() and (q.requires_grad or k.requires_grad))
+    if route == "group":
         if q.dtype == torch.float16:
             q, k = q.float(), k.float()
         return GroupLSE.apply(q.contiguous(), k.contiguous(), key_pad, scale)
-    if kind == "cuda" and q.dtype != torch.float64:
-        flex_lse = _flex_lse(q, k)
-        if flex_lse is not None:
-            return flex_lse(q, k, key_pad, scale).float()
+    if route == "flex":
+        from .flex import flex_lse
+        return flex_lse(q, k, key_pad, scale).float()
     B, G, T, _ = q.shape
     rows = max(1, min(T, (1 << 24) // max(1, B * G * T)))  # ≤ 16M scores a block
     return ChunkedLSE.apply(q, k, key_pad, scale, rows)

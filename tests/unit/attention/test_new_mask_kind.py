@@ -148,7 +148,7 @@ def reference(attn, x: torch.Tensor, pad: torch.Tensor, tokens, mode: str) -> to
 def run_path(attn, x, pad, monkeypatch) -> Tuple[torch.Tensor, Dict[str, int]]:
     """The layer's output, counting the window path's and FlexAttention's calls."""
     calls = {"window": 0, "flex": 0}
-    keys, create = window.window_keys, flex.create_block_mask
+    keys, block = window.window_keys, flex.head_block_mask
 
     def counted(name, fn):
         def wrapper(*args, **kwargs):
@@ -158,7 +158,7 @@ def run_path(attn, x, pad, monkeypatch) -> Tuple[torch.Tensor, Dict[str, int]]:
 
     with monkeypatch.context() as m:
         m.setattr(window, "window_keys", counted("window", keys))
-        m.setattr(flex, "create_block_mask", counted("flex", create))
+        m.setattr(flex, "head_block_mask", counted("flex", block))
         with torch.no_grad():  # FlexAttention has no backward on the CPU
             out, _ = attn(x, key_padding_mask=pad)
     return out, calls
