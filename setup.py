@@ -1,7 +1,26 @@
 """fairseq-local: a fairseq --user-dir plugin for local, tied and sparse attention heads
-(``fairseq_local``), and its data tools, which run without fairseq (``fairseq_local_data``)."""
+(``fairseq_local``), and its data tools, which run without fairseq (``fairseq_local_data``).
+
+``pip install .`` gives the plugin: it trains, generates and dumps attention.
+The extras give the rest: ``[analysis]`` (the analyses' figures and
+tokenizers), ``[data]`` (the data pipelines), ``[reproduce]`` (the papers'
+reproductions, stanza's parser at paper scale), ``[all]``.  The pinned versions
+are in requirements.txt (``scripts/setup_env.sh``).  tests/unit/test_packaging.py
+checks that every third-party import of a layer is declared here."""
 
 from setuptools import find_packages, setup
+
+# fairseq-fixed must be installed with --no-deps (see scripts/setup_env.sh), so
+# its own runtime requirements are listed here (not torchaudio, not cython).
+FAIRSEQ_RUNTIME = ["bitarray", "cffi", "hydra-core", "numpy", "omegaconf", "packaging", "regex", "sacrebleu",
+                   "scikit-learn", "scipy", "tqdm"]
+INSTALL_REQUIRES = ["torch>=2.6", "tensorboard", *FAIRSEQ_RUNTIME]
+EXTRAS = {
+    "analysis": ["matplotlib", "sentencepiece", "subword-nmt", "tokenizers"],
+    "data": ["blingfire", "conllu", "sacremoses", "sentencepiece", "subword-nmt", "tokenizers", "wikiextractor"],
+    "reproduce": ["matplotlib", "blingfire", "conllu", "sacremoses", "sentencepiece", "subword-nmt", "tokenizers",
+                  "wikiextractor", "stanza"],
+}
 
 setup(
     name="fairseq-local",
@@ -10,7 +29,7 @@ setup(
     packages=find_packages(include=["fairseq_local", "fairseq_local.*", "fairseq_local_data", "fairseq_local_data.*"]),
     package_data={"fairseq_local.models": ["presets.json"]},  # the model-size presets
     python_requires=">=3.10",
-    # fairseq-fixed must be installed with --no-deps (see scripts/setup_env.sh).
-    install_requires=["torch>=2.6", "sacrebleu", "sacremoses", "subword-nmt", "tensorboard"],
+    install_requires=INSTALL_REQUIRES,
+    extras_require={**EXTRAS, "all": sorted({r for rs in EXTRAS.values() for r in rs})},
     entry_points={"console_scripts": ["fairseq-local=fairseq_local.cli.main:main"]},
 )

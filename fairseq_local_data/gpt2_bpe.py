@@ -22,10 +22,12 @@ alike whatever the versions. No fairseq (or torch) is imported.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import regex
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+if TYPE_CHECKING:  # tokenizers is imported where GPT-2's BPE is used (the [data] extra)
+    from tokenizers import Tokenizer
 
 # GPT-2's pre-tokenising pattern (OpenAI's gpt-2 encoder): contractions,
 # letters, digits, other symbols, each with at most one leading space; spaces.
@@ -37,6 +39,8 @@ def gpt2_tokenizer(encoder_json: Path | str, vocab_bpe: Path | str) -> Tokenizer
     for words already split by :data:`PATTERN`: the BPE model (no dropout, the
     merges always applied), the byte-level mapping without prefix space and
     without splitting, and the byte-level decoder."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
     model = models.BPE.from_file(str(encoder_json), str(vocab_bpe), dropout=None, ignore_merges=False)
     tokenizer = Tokenizer(model)
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)

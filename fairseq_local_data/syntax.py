@@ -21,13 +21,12 @@ import codecs
 import io
 import os
 from dataclasses import dataclass
-from typing import Iterable, Iterator, TextIO
-
-import conllu
-from conllu.exceptions import ParseException
-from conllu.models import Metadata, Token, TokenList
+from typing import TYPE_CHECKING, Iterable, Iterator, TextIO
 
 from .errors import OneLineError
+
+if TYPE_CHECKING:  # conllu is imported where CoNLL-U is read or written (the [data] extra)
+    from conllu.models import TokenList
 
 
 class SyntaxFileError(OneLineError, ValueError):
@@ -136,6 +135,9 @@ def read_conllu(path: str) -> list[Sentence]:
     is not UTF-8, malformed lines, a non-integer or out-of-range HEAD, a
     sentence without words, or a file without sentences.
     """
+    import conllu
+    from conllu.exceptions import ParseException
+
     sentences: list[Sentence] = []
     lines = _CountingLines(io.StringIO(read_utf8(path)))
     try:
@@ -160,6 +162,8 @@ def read_text(path: str) -> list[Sentence]:
 
 def _tokens(s: Sentence) -> TokenList:
     """One sentence as a conllu TokenList; ValueError if it cannot be written."""
+    from conllu.models import Metadata, Token, TokenList
+
     n = len(s.words)
     if not n or any(w.split() != [w] for w in s.words):
         raise ValueError("words must be non-empty and contain no whitespace")

@@ -127,3 +127,28 @@ def test_benchmark_runs_and_agrees():
              "--repeats", "1"])
     diff = float(r.stdout.split("largest difference ")[1].split()[0])
     assert diff < 1e-5 and "| batched forward mode (analyze hta) |" in r.stdout
+
+
+EXTRAS_ONLY = ["matplotlib", "tokenizers", "sentencepiece", "blingfire", "conllu", "sacremoses", "subword_nmt",
+               "stanza", "wikiextractor"]  # setup.py's extras, not install_requires
+
+
+def test_attention_dump_without_the_extras(runs, tiny_data, tmp_path):
+    """What a plain ``pip install .`` gives (install_requires only: every
+    extra's module made unimportable) dumps attention (issue 35, point 5)."""
+    import sys
+
+    blocker = ("import sys, importlib.abc\n"
+               f"BLOCKED = {EXTRAS_ONLY!r}\n"
+               "class Block(importlib.abc.MetaPathFinder):\n"
+               "    def find_spec(self, name, path, target=None):\n"
+               "        if name.split('.')[0] in BLOCKED:\n"
+               "            raise ModuleNotFoundError(f'No module named {name!r} (an extra)')\n"
+               "sys.meta_path.insert(0, Block())\n"
+               "from fairseq_local.cli.main import main\n"
+               "sys.exit(main(sys.argv[1:]))\n")
+    out = tmp_path / "dump.pt"
+    run([sys.executable, "-c", blocker, "attention", "dump", "--path", str(runs / "band1" / "checkpoint_last.pt"),
+         "--data", str(tiny_data), "--text", str(tiny_data / "raw" / "valid.src"), "--bpe", "none",
+         "--max-sentences", "3", "--out", str(out)])
+    assert torch.load(out)
