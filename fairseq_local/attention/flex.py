@@ -86,13 +86,22 @@ which dynamo does not guard, and the backward at the next length fails
 (a float input is read back with .item() per call)."""
 
 
-def set_compile_backend(device_type: str, backend: Optional[Backend]) -> Optional[Backend]:
-    """Compile FlexAttention on ``device_type`` with ``backend`` (a torch.compile
-    backend: ``"eager"``, a CompileCounter...), or not at all with None.
-    Returns the previous setting."""
-    previous = _BACKENDS.pop(device_type, None)
+# The same for create_block_mask: none yet.  Compiled, it fuses away the (B, H, T, T)
+# evaluation, and its guards hold across batches (test_flex_blocks.py, CompileCounter);
+# inductor's CPU code generation fails on it (left padding, torch 2.13), and it waits
+# for tests/cuda/test_cuda_flex_training.py on a GPU (scripts/check-gpu.sh) before it
+# becomes CUDA's default: set_compile_backend("cuda", "inductor", block_masks=True).
+_MASK_BACKENDS: Dict[str, Backend] = {}
+
+
+def set_compile_backend(device_type: str, backend: Optional[Backend], block_masks: bool = False) -> Optional[Backend]:
+    """Compile FlexAttention (with ``block_masks``: ``create_block_mask``) on
+    ``device_type`` with ``backend`` (a torch.compile backend: ``"eager"``, a
+    CompileCounter...), or not at all with None.  Returns the previous setting."""
+    table = _MASK_BACKENDS if block_masks else _BACKENDS
+    previous = table.pop(device_type, None)
     if backend is not None:
-        _BACKENDS[device_type] = backend
+        table[device_type] = backend
     return previous
 
 
@@ -117,10 +126,24 @@ def _compiled(backend: Backend, layout: Hashable) -> Callable[..., object]:
     where torch has it, the layout's own recompile budget (else dynamo's limit
     of 8 cache entries per code object is shared by all layouts:
     :func:`_dynamo_settings`)."""
-    own = {"isolate_recompiles": True, "recompile_limit": LAYOUT_RECOMPILE_LIMIT} if _ISOLATE else {}
-    if "recompile_limit" not in _COMPILE_ARGS:
-        own.pop("recompile_limit", None)
-    return torch.compile(flex_attention, backend=backend, dynamic=True, fullgraph=True, **own)
+    return torch.compile(flex_attention, backend=backend, dynamic=True, fullgraph=True, **_own_budget())
+
+
+@cached(maxsize=None)
+def _compiled_block_mask(backend: Backend, layout: Hashable) -> Callable[..., "BlockMask"]:
+    """torch.compile(create_block_mask) for one layout, as :func:`_compiled`:
+    the (B, H, T, T) evaluation of the mask_mod fused away (a new mask_mod
+    closure per batch reuses the graph: its guards are on the closure's code
+    and tensors, not on the function object)."""
+    return torch.compile(create_block_mask, backend=backend, dynamic=True, fullgraph=True, **_own_budget())
+
+
+def _own_budget() -> Dict[str, object]:
+    """torch.compile's arguments for a layout's own recompile budget, where it has them."""
+    own: Dict[str, object] = {"isolate_recompiles": True} if _ISOLATE else {}
+    if _ISOLATE and "recompile_limit" in _COMPILE_ARGS:
+        own["recompile_limit"] = LAYOUT_RECOMPILE_LIMIT
+    return own
 
 
 def _dynamo_settings() -> Dict[str, object]:
@@ -218,19 +241,24 @@ def head_block_mask(masks: Sequence[HeadMask], pos: Tensor, n: Tensor,
         return out & real[b, kv_idx]
 
     windows = offset_windows(kinds if len(kinds) == 1 else masks)
-    return _block_mask(mod, windows, B, None if len(mods) == 1 else len(masks), T, pos.device)
+    return _block_mask(mod, windows, B, None if len(mods) == 1 else len(masks), T, pos.device, ("heads", tuple(masks)))
 
 
 def _block_mask(mod: Callable[..., Tensor], windows: Optional[Tuple[Optional[Tuple[int, int]], ...]], batch: int,
-                heads: Optional[int], length: int, device: torch.device) -> "BlockMask":
+                heads: Optional[int], length: int, device: torch.device, layout: Hashable) -> "BlockMask":
     """A (B | 1, H | 1, T, T) BlockMask of ``mod``: from the offset tables
     (:func:`~fairseq_local.attention.flex_blocks.offset_block_tables`, kept
     across forwards, no (T, T) evaluation) where ``windows`` gives every
-    head's window, else by ``create_block_mask``."""
+    head's window, else by ``create_block_mask``, compiled per ``layout``
+    where a block-mask backend is set (CUDA), eager elsewhere."""
     if windows is not None:
         counts, indices = offset_block_tables(windows, length, device)
         return BlockMask.from_kv_blocks(counts, indices, BLOCK_SIZE=BLOCK, mask_mod=mod, seq_lengths=(length, length))
-    return create_block_mask(mod, batch, heads, length, length, device=device)
+    backend = _MASK_BACKENDS.get(torch.device(device).type)
+    if backend is None:
+        return create_block_mask(mod, batch, heads, length, length, device=device)
+    with compile_settings():
+        return _compiled_block_mask(backend, layout)(mod, batch, heads, length, length, device)
 
 
 def flex_lse(q: Tensor, k: Tensor, key_padding_mask: Optional[Tensor], scale: float) -> Tensor:
@@ -248,7 +276,7 @@ def flex_lse(q: Tensor, k: Tensor, key_padding_mask: Optional[Tensor], scale: fl
 
     def build() -> "BlockMask":
         real = _real(key_padding_mask, B, T, q.device)
-        return _block_mask(lambda b, h, q_idx, kv_idx: real[b, kv_idx], (None,), B, None, T, q.device)
+        return _block_mask(lambda b, h, q_idx, kv_idx: real[b, kv_idx], (None,), B, None, T, q.device, ("real",))
 
     block = memoised(("flex-real", B, T, q.device), key_padding_mask, build)
     # v is unused, takes no gradient and must not alias k; FlexAttention keeps

@@ -308,8 +308,10 @@ class LocalMultiheadAttention(nn.Module):
                 raise OptionError(reason or "--attn-impl flex has no attention dropout; use --attention-dropout 0")
             reason = reason or ("FlexAttention has no attention dropout (--attention-dropout 0 keeps this layout "
                                 "sparse in training)")
-            announce(("dense", plan.fixed_masks, reason), f"--attn-impl auto: heads {','.join(map(str, plan.masks))} take the dense "
-                     f"path, B·H·T² scores, on {device.type}: {reason}")
+            heads = ",".join(map(str, plan.masks))
+            announce(("dense", plan.fixed_masks, reason),
+                     f"--attn-impl auto: heads {heads} take the dense path, B·H·T² scores, "
+                     f"on {device.type}: {reason}")
             return "dense"
         if not plan.windowed:
             return "dense"

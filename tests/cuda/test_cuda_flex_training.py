@@ -95,3 +95,18 @@ def test_flex_training_steps_give_the_dense_losses(mode):
             opt.step()
             losses[name].append(loss.item())
     assert losses["flex"] == pytest.approx(losses["dense"], rel=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_compiled_block_masks_give_the_dense_losses(mode):
+    """create_block_mask compiled by inductor on CUDA (not yet the default:
+    flex._MASK_BACKENDS): the same training steps and losses as dense, at a
+    new length and padding every step, within the layout's recompile budget."""
+    from fairseq_local.attention import flex as flex_module
+
+    previous = flex_module.set_compile_backend("cuda", "inductor", block_masks=True)
+    try:
+        test_flex_training_steps_give_the_dense_losses(mode)
+    finally:
+        flex_module.set_compile_backend("cuda", previous, block_masks=True)
+        flex_module._compiled_block_mask.cache_clear()

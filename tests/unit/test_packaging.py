@@ -13,8 +13,8 @@ from helpers import ROOT
 
 # Layers by folder: the plugin (install_requires only), the commands and
 # analyses, the data tools, the reproductions.
-LAYERS = {"fairseq_local/analysis/": "analysis", "fairseq_local/cli/": "analysis", "fairseq_local/outputs.py": "analysis",
-          "fairseq_local_data/": "data", "fairseq_local/reproduce/": "reproduce"}
+LAYERS = {"fairseq_local/analysis/": "analysis", "fairseq_local/cli/": "analysis",
+          "fairseq_local/outputs.py": "analysis", "fairseq_local_data/": "data", "fairseq_local/reproduce/": "reproduce"}
 ALWAYS = {"torch", "fairseq"}  # torch: install_requires; fairseq: installed with --no-deps (setup_env.sh)
 
 

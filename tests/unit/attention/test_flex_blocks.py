@@ -86,7 +86,8 @@ def test_offset_layouts_build_no_square_intermediate():
     assert largest_while_building(["band-2", "prev-1", "next-1", "global"], T=T) < T * T
     real = torch.ones(8, T, dtype=torch.bool, device="meta")  # post mode's all-real-keys mask
     with Sizes() as sizes:
-        flex._block_mask(lambda b, h, q_idx, kv_idx: real[b, kv_idx], (None,), 8, None, T, torch.device("meta"))
+        flex._block_mask(lambda b, h, q_idx, kv_idx: real[b, kv_idx], (None,), 8, None, T, torch.device("meta"),
+                         ("real",))
     assert sizes.largest < T * T
     assert largest_while_building(["band-2", "star"], T=T) >= T * T
 
@@ -112,3 +113,39 @@ def test_offset_tables_give_the_dense_result(mode, side, T):
         out = flex_attention_heads(q, k, v, attn.plan.fixed_masks, attn.head_to_group, pad, mode, attn.scaling)
         ref = attn.attention_probs(q, k, attn.fixed_mask(T, pad, q.device), None, pad) @ v
     assert torch.allclose(out, ref, atol=1e-5)
+
+
+SPARSE = ["star", "band-2", "bigbird-1-2-2"]  # kinds the offset tables do not cover
+BATCHES = [(2, 150), (3, 300), (1, 77), (4, 520), (2, 140), (3, 290), (1, 1)]
+
+
+def compiled_masks_agree(backend):
+    """Block masks of a sparse layout built by a compiled create_block_mask
+    (``backend``) for new batch sizes, lengths and padding each time, against
+    the eager ones; returns the compiled graphs' count where ``backend`` counts."""
+    masks = [parse_mask(t) for t in SPARSE]
+    cpu = torch.device("cpu")
+    torch._dynamo.reset()
+    flex._compiled_block_mask.cache_clear()
+    for B, T in BATCHES:
+        pad = padding_mask([T] + [max(1, T - 7 * i) for i in range(1, B)], left_pad=B % 2 == 0)
+        args = (masks, *flex_positions(masks, pad, B, T, cpu), pad)
+        previous = flex.set_compile_backend("cpu", backend, block_masks=True)
+        try:
+            got = head_block_mask(*args)
+        finally:
+            flex.set_compile_backend("cpu", previous, block_masks=True)
+        want = head_block_mask(*args)
+        assert torch.equal(got.to_dense(), want.to_dense()), (B, T)
+    flex._compiled_block_mask.cache_clear()
+    torch._dynamo.reset()
+
+
+def test_compiled_block_masks_compile_once_per_size_class():
+    """A new mask_mod closure per batch reuses the layout's graph: one per size
+    class (B = 1 or more, T = 1, one 128-block or more), 4 here."""
+    from torch._dynamo.testing import CompileCounter
+
+    counter = CompileCounter()
+    compiled_masks_agree(counter)
+    assert counter.frame_count == len({(B == 1, T == 1, T <= 128) for B, T in BATCHES})
