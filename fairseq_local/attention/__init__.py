@@ -6,16 +6,16 @@ from .config import MASK_MODES, AttentionConfig, add_attention_args, attention_c
 from .context import AttentionCapture, AttentionContext, CapturedCall, attention_context, current
 from .gates import HeadGates
 from .layout import HeadSpec, LayerSpec, LayoutError, check_layout, format_layout, parse_layout
-from .learned import AxisSelector, DamMask, TauSchedule  # registers dam-u, dam-s, aaa
+from .learned import LEARNED_KINDS, LearnedKind, TauSchedule, register_learned_kind  # registers dam and aaa
 from .masks import HeadMask, MaskSpecError, parse_mask, register_mask_kind
 from .penalties import AttentionRecord, SparsityTerms, sparsity_terms
 from .plan import HeadPlan, PathInputs
 
 __all__ = [
     "AttentionBuilder", "AttentionCapture", "AttentionConfig", "AttentionContext", "AttentionRecord",
-    "AxisSelector", "CapturedCall", "DamMask", "HeadGates", "HeadMask", "HeadPlan", "HeadSpec", "LayerSpec",
-    "LayoutError", "LocalMultiheadAttention", "MASK_MODES", "MaskSpecError", "PathInputs", "QKProjection",
+    "CapturedCall", "HeadGates", "HeadMask", "HeadPlan", "HeadSpec", "LEARNED_KINDS", "LayerSpec", "LayoutError",
+    "LearnedKind", "LocalMultiheadAttention", "MASK_MODES", "MaskSpecError", "PathInputs", "QKProjection",
     "SparsityTerms", "TauSchedule", "add_attention_args", "attention_config", "attention_context",
-    "check_layout", "current", "format_layout", "parse_layout", "parse_mask", "register_mask_kind",
-    "set_attention_defaults", "sparsity_terms",
+    "check_layout", "current", "format_layout", "parse_layout", "parse_mask", "register_learned_kind",
+    "register_mask_kind", "set_attention_defaults", "sparsity_terms",
 ]

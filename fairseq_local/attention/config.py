@@ -33,8 +33,8 @@ from .layout import check_layout, format_layout, parse_layout
 from .learned import DAM_ESTIMATORS, TAU_SCHEDULES, TauSchedule
 
 MASK_MODES = ("post", "pre")
-# State-dict key fragments of the learned parts of an attention layer (DAM α, AAA selector, gates).
-LEARNED_KEYS = (".self_attn.dam.", ".self_attn.axis.", ".self_attn.gates.")
+# State-dict key fragments of the learned parts of an attention layer (every learned kind's module, gates).
+LEARNED_KEYS = (".self_attn.learned.", ".self_attn.gates.")
 DAM_L1 = ("sum", "density")
 
 

@@ -6,7 +6,7 @@ output, travels in one :class:`AttentionContext`, entered with
 :func:`attention_context` and read by each layer with :func:`current`:
 
 * ``records``: the list that each layer appends its
-  :class:`~fairseq_local.attention.penalties.AttentionRecord` to (the realised
+  :class:`~fairseq_local.attention.record.AttentionRecord` to (the realised
   learned masks behind the sparsity terms), or None when nothing is recorded.
   The encoders open a fresh list per forward pass and return it with their
   output (``"sparsity"``).
@@ -25,16 +25,20 @@ output, travels in one :class:`AttentionContext`, entered with
   :mod:`fairseq_local.analysis.lrp`.  Only the dense path forms the weights,
   so it needs ``impl="dense"``.
 
+A layer reads the context once per call and hands the paths what they need
+in their arguments (``impl`` picks the path, ``detach_weights`` travels in
+:class:`~fairseq_local.attention.plan.PathInputs`): the paths read no context.
+
 Contexts nest: each field not given to :func:`attention_context` is the
 enclosing context's.  An analysis enters one with a capture; the encoder it
 calls enters its own with fresh records and memo, and the capture and
 override carry through.
 
-Per-update noise.  A DAM mask's Gumbel noise (SparseBERT §4.1, one draw per
-update shared by every layer that uses the mask) is the
-:class:`~fairseq_local.attention.learned.DamMask`'s own state, drawn by its
-own :meth:`~fairseq_local.attention.learned.DamMask.resample`, and not part of
-the context: fairseq's ``--checkpoint-activations`` recomputes a layer in the
+Per-update noise.  A learned kind's per-update noise (a DAM mask's Gumbel
+noise, SparseBERT §4.1: one draw per update shared by every layer that uses
+the mask) is the state of its own module, drawn by that module's
+``resample()`` (:meth:`~fairseq_local.attention.learned.DamMask.resample`),
+and not part of the context: fairseq's ``--checkpoint-activations`` recomputes a layer in the
 backward pass, after the encoder's context has closed, and the recomputation
 must see the noise of the forward pass.  Entering a context with
 ``sample_noise=modules`` (the encoders do it for a training forward) draws it:
@@ -120,7 +124,7 @@ class AttentionContext:
     (see the module docstring): ``records``, ``capture``, ``impl``, ``memo``
     and ``detach_weights``."""
 
-    records: Optional[List[Any]] = None  # AttentionRecord (penalties.py) per layer call
+    records: Optional[List[Any]] = None  # AttentionRecord (record.py) per layer call
     capture: Optional[AttentionCapture] = None
     impl: Optional[str] = None
     memo: Optional[Dict[Hashable, Any]] = None
@@ -152,8 +156,8 @@ def attention_context(*, records: Optional[bool] = _INHERIT, capture: Optional[A
         memo: True: a fresh per-forward memo; False: none.
         detach_weights: the dense path detaches the attention weights
             (needs ``impl="dense"`` in the resulting context).
-        sample_noise: attention modules whose DAM masks draw this update's
-            Gumbel noise now (a training forward; see the module docstring);
+        sample_noise: attention modules whose learned kinds draw this
+            update's noise now (each of their modules with a ``resample()``) (a training forward; see the module docstring);
             a new draw also starts a fresh memo unless ``memo`` is given.
     Yields the context entered.
     """
@@ -170,8 +174,10 @@ def attention_context(*, records: Optional[bool] = _INHERIT, capture: Optional[A
         changes["memo"] = {} if memo else None
     if detach_weights is not _INHERIT:
         changes["detach_weights"] = bool(detach_weights)
-    # One draw per distinct DAM mask, in first-use order (masks may be shared by layers).
-    drawn = {id(d): d for m in sample_noise for d in getattr(m, "dam", ())}.values()
+    # One draw per distinct noise source of the learned kinds (a module with resample(), e.g. a DAM mask),
+    # in first-use order (they may be shared by layers).
+    drawn = {id(d): d for m in sample_noise for p in getattr(m, "learned", {}).values() for d in p.modules()
+             if callable(getattr(d, "resample", None))}.values()
     for mask in drawn:
         mask.resample()
     if drawn and memo is _INHERIT:  # what the memo holds was gathered with the previous noise

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .context import cached, current
+from .context import cached
 from .masks import HeadMask, real_positions, stack_masks
 from .masks.base import constant
 from .plan import HeadPlan, PathInputs
@@ -151,7 +151,7 @@ def dense_path(q: Tensor, k: Tensor, v: Tensor, plan: HeadPlan, inputs: PathInpu
         without gates) if ``inputs.need_weights``, else None.
     """
     probs = attention_probs(q, k, plan, inputs, fixed_mask(plan, q.shape[2], inputs.padding_mask, q.device))
-    if current().detach_weights:  # the AH-rule (Ali et al. 2022): A is a constant of A v
+    if inputs.detach_weights:  # the AH-rule (Ali et al. 2022): A is a constant of A v
         probs = probs.detach()
     dropped = probs if inputs.dropout is None else inputs.dropout(probs)
     return torch.matmul(dropped, v), (probs if inputs.need_weights else None)

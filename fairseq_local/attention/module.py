@@ -18,11 +18,13 @@ once, by its frozen :class:`~fairseq_local.attention.plan.HeadPlan`
 Learned heads (:mod:`fairseq_local.attention.learned`) have a mask M with
 values in [0, 1] (exactly 0/1 under the straight-through estimators):
 
-* ``dam-u``/``dam-s`` (SparseBERT): in ``pre`` mode M enters before the
-  softmax as the additive C·(1 − M), C = ``--mask-neg`` (−10000 in the
-  authors' code); in ``post`` mode it multiplies the softmax (Eq. 4).
-* ``aaa`` (Adaptive Axis Attention): the axis pattern B OR ``local-W``
-  enters before the softmax as C·(1 − B) (Eq. 5), whatever the mask mode.
+* each learned kind (:class:`~fairseq_local.attention.learned.kind.LearnedKind`)
+  has its parameter module in :attr:`LocalMultiheadAttention.learned` (an
+  ``nn.ModuleDict`` keyed by kind) and realises M from it;
+* M enters before the softmax as the additive C·(1 − M), C = ``--mask-neg``
+  (−10000 in SparseBERT's code; Adaptive Axis Attention Eq. 5), where the
+  kind says so (``dam-u``/``dam-s`` in ``pre`` mode, ``aaa`` always), or
+  multiplies the softmax (SparseBERT Eq. 4).
 * Keys where a pre-softmax M is 0 are excluded, as a fixed mask's are, so a
   row whose M is all 0 is a zero row.
 * ``:gate``: the head's output is scaled by its hard-concrete gate
@@ -38,7 +40,7 @@ tied group, global heads through the fused kernel) and ``flex``
 context's override picks one per forward pass (:meth:`LocalMultiheadAttention.path`).
 
 The forward pass reads the open :class:`~fairseq_local.attention.context.AttentionContext`:
-it appends an :class:`~fairseq_local.attention.penalties.AttentionRecord` of
+it appends an :class:`~fairseq_local.attention.record.AttentionRecord` of
 its realised pattern to the context's records (the encoders open one per
 forward pass), hands back what the context's capture asks for, and shares the
 per-forward memo.
@@ -46,7 +48,7 @@ per-forward memo.
 
 import contextlib
 import math
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
@@ -62,10 +64,11 @@ from .fallbacks import announce
 from .flex import flex_available, flex_path
 from .gates import HeadGates
 from .layout import LayerSpec
-from .learned import AxisSelector, DamMask, TauSchedule
+from .learned import TauSchedule
+from .learned.kind import KindBuild, Realised
 from .masks import HeadMask, real_positions
 from .masks.base import constant
-from .penalties import AttentionRecord
+from .record import AttentionRecord
 from .plan import AttentionPath, HeadPlan, PathInputs
 from .window import auto_min_len, fast_dtypes, window_path
 
@@ -98,13 +101,15 @@ class LocalMultiheadAttention(nn.Module):
             (:class:`~fairseq_local.attention.layout.LayerSpec`).
         qk: the layer's Q/K groups, in ``layer.groups`` order (may be shared
             with other layers).
-        dam: one :class:`DamMask` per ``dam-u``/``dam-s`` head, in head order
-            (may be shared with other layers).
+        learned: each learned kind's parameter module for this layer, by kind
+            key (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.build`;
+            may be shared with other layers); a kind the layer has and
+            ``learned`` lacks is built here, for this layer alone.
         dropout: attention-probability dropout.
     """
 
     def __init__(self, cfg: AttentionConfig, embed_dim: int, layer: LayerSpec, qk: Sequence[QKProjection],
-                 dam: Sequence[DamMask] = (), dropout: float = 0.0, bias: bool = True) -> None:
+                 learned: Optional[Mapping[str, nn.Module]] = None, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
         cfg = resolved(cfg)
         num_heads = len(layer.masks)
@@ -115,8 +120,6 @@ class LocalMultiheadAttention(nn.Module):
             raise ValueError(f"the layer uses {len(layer.groups)} Q/K groups, got {len(qk)} projections")
         if str(cfg.attn_impl) not in ATTN_IMPLS:
             raise ValueError(f"attn_impl must be one of {ATTN_IMPLS}, not {cfg.attn_impl!r}")
-        if len(dam) != len(plan.dam_heads):
-            raise ValueError(f"{len(plan.dam_heads)} DAM heads need as many DamMask modules, got {len(dam)}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.scaling = self.head_dim ** -0.5
@@ -127,8 +130,10 @@ class LocalMultiheadAttention(nn.Module):
         self.num_updates = 0
 
         self.qk = nn.ModuleList(qk)
-        self.dam = nn.ModuleList(dam)
-        self.axis = AxisSelector(embed_dim, cfg.aaa_lr_scale) if plan.aaa_heads else None
+        given, alone = dict(learned or {}), KindBuild(cfg, embed_dim)
+        self.learned = nn.ModuleDict({
+            g.kind.key: given[g.kind.key] if g.kind.key in given
+            else g.kind.build(alone, None, tuple(zip(g.heads, g.specs))) for g in plan.learned})
         self.gates = None
         if plan.gated_heads:
             self.gates = HeadGates(len(plan.gated_heads), init=cfg.gate_init, beta=cfg.gate_beta,
@@ -168,25 +173,25 @@ class LocalMultiheadAttention(nn.Module):
         if every head is global, else bool (H, T, T) or (B, H, T, T)."""
         return dense.fixed_mask(self.plan, tgt_len, padding_mask, device)
 
-    def learned_mask(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tuple[Optional[Tensor], Optional[Tensor]]:
-        """The learned heads' masks M.
+    def learned_mask(self, x: Tensor, padding_mask: Optional[Tensor]) -> Tuple[Optional[Tensor], Dict[str, Realised]]:
+        """The learned heads' masks M, each kind's realised by its class.
 
         Args:
             x: (T, B, d) layer input; padding_mask: (B, T) bool or None.
         Returns:
-            M (B, len(plan.learned_heads), T, T) float32 in [0, 1], DAM heads
-            first, then ``aaa`` heads (None without learned heads); and the
-            ``aaa`` indicators I_r, I_c (2, B, T) float32 (None without ``aaa`` heads).
+            M (B, len(plan.learned_heads), T, T) float32 in [0, 1], in
+            ``plan.learned_heads`` order (None without learned heads), and
+            each kind's :class:`~fairseq_local.attention.learned.kind.Realised`
+            by kind key.
         """
         if not self.plan.learned_heads:
-            return None, None
+            return None, {}
         T, B = x.shape[:2]
         pos = real_positions(padding_mask, T, x.device).expand(B, T)
-        parts, ind = [d.gather(pos, pos, self.tau, padding_mask) for d in self.dam], None
-        if self.plan.aaa_heads:
-            ind = self.axis.indicators(x, self.tau, padding_mask)  # (2, B, T)
-            parts += [self.axis.pattern(ind, loc.dense(pos, pos)) for loc in self.plan.aaa_local]
-        return torch.stack(parts, 1), ind
+        realised = {g.kind.key: g.kind.realise(self.learned[g.kind.key], g.specs, x, pos, self.tau, padding_mask)
+                    for g in self.plan.learned}
+        parts = [r.masks for r in realised.values()]
+        return (parts[0] if len(parts) == 1 else torch.cat(parts, 1)), realised
 
     def project(self, x: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
         """The projections of ``x`` (T, B, d), in one fused matmul: q (B, G, T, d_h)
@@ -221,11 +226,13 @@ class LocalMultiheadAttention(nn.Module):
         return torch.ones(H, dtype=dtype, device=device).index_copy(0, index, self.gates().to(dtype)).view(1, H, 1, 1)
 
     def path_inputs(self, key_padding_mask: Optional[Tensor] = None, attn_mask: Optional[Tensor] = None,
-                    learned: Optional[Tensor] = None, need_weights: bool = False) -> PathInputs:
+                    learned: Optional[Tensor] = None, need_weights: bool = False,
+                    detach_weights: bool = False) -> PathInputs:
         """The :class:`~fairseq_local.attention.plan.PathInputs` of a call of this layer."""
         drop = self.dropout_module
         p = drop.p if (self.training or drop.apply_during_inference) else 0.0
-        return PathInputs(self.scaling, key_padding_mask, attn_mask, learned, self.mask_neg, drop, p, need_weights)
+        return PathInputs(self.scaling, key_padding_mask, attn_mask, learned, self.mask_neg, drop, p, need_weights,
+                          detach_weights)
 
     def forward(
         self,
@@ -262,11 +269,12 @@ class LocalMultiheadAttention(nn.Module):
         # computed from the records keep their gradient (the recomputation, with the same noise, gives
         # the task's).
         with torch.enable_grad() if records is not None and self.training else contextlib.nullcontext():
-            learned, indicators = self.learned_mask(query, key_padding_mask)
+            learned, realised = self.learned_mask(query, key_padding_mask)
 
         want = asked or (capture is not None and capture.weights)
-        path = self.path(tgt_len, want, attn_mask, q.dtype, q.device, q.requires_grad)
-        out, probs = PATHS[path](q, k, v, self.plan, self.path_inputs(key_padding_mask, attn_mask, learned, want))
+        path = self.path(tgt_len, want, attn_mask, q.dtype, q.device, q.requires_grad, ctx.impl)
+        inputs = self.path_inputs(key_padding_mask, attn_mask, learned, want, ctx.detach_weights)
+        out, probs = PATHS[path](q, k, v, self.plan, inputs)
         weights = None
         if asked:
             weights = probs.transpose(0, 1)  # (H, B, T, S)
@@ -280,14 +288,15 @@ class LocalMultiheadAttention(nn.Module):
         if capture is not None:
             capture.add(self, query, probs, out, key_padding_mask)
         if records is not None:
-            records.append(AttentionRecord(self, learned, indicators, key_padding_mask, tgt_len, bsz))
+            records.append(AttentionRecord(self, learned, realised, key_padding_mask, tgt_len, bsz))
         out = out.permute(2, 0, 1, 3).reshape(tgt_len, bsz, self.embed_dim)
         return self.out_proj(out), weights
 
     def path(self, tgt_len: int, need_weights: bool, attn_mask: Optional[Tensor], dtype: torch.dtype,
-             device: torch.device = torch.device("cpu"), needs_grad: bool = False) -> str:
-        """The path of a forward pass: ``dense``, ``window`` or ``flex``, by the
-        context's override or else ``attn_impl``.
+             device: torch.device = torch.device("cpu"), needs_grad: bool = False, impl: Optional[str] = None) -> str:
+        """The path of a forward pass: ``dense``, ``window`` or ``flex``, by
+        ``impl`` (the context's override, which ``forward`` hands in; None:
+        the open context's) or else ``attn_impl``.
 
         ``window`` takes the window path wherever it applies (``plan.windowed``);
         ``auto`` too, except for window heads on short inputs (fewer than
@@ -297,7 +306,7 @@ class LocalMultiheadAttention(nn.Module):
         heads without a window form always take the dense path.
         ``flex`` where FlexAttention cannot run is a one-line
         :class:`~fairseq_local.errors.OptionError`."""
-        impl, plan = current().impl or self.attn_impl, self.plan
+        impl, plan = impl or current().impl or self.attn_impl, self.plan
         if impl == "dense" or need_weights or attn_mask is not None or plan.learned_heads:
             return "dense"
         if impl == "flex" or (impl == "auto" and device.type == "cuda" and not plan.windowed):

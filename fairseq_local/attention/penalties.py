@@ -4,121 +4,69 @@ forward pass (as fairseq's ``examples/adaptive_span`` pulls ``get_aux_loss``).
 An encoder's forward pass runs inside an
 :func:`~fairseq_local.attention.context.attention_context` with records: each
 :class:`~fairseq_local.attention.module.LocalMultiheadAttention` appends an
-:class:`AttentionRecord` (its learned masks, AAA indicators and padding) to
-the context's list, and the encoder returns that list with its output.  Nothing is kept on the modules between calls, and no dense pattern of
-the fixed heads is built: their |M| is counted from the masks' structure
-(:meth:`~fairseq_local.attention.masks.HeadMask.pair_count`), that of the
-``aaa`` heads from the row and column indicators
-(:meth:`~fairseq_local.attention.learned.AxisSelector.pattern_count`).
-:func:`sparsity_terms` turns the records, and the parameters of the learned
-masks and gates, into:
+:class:`~fairseq_local.attention.record.AttentionRecord` (its learned masks,
+what each learned kind realised, and the padding) to the context's list, and
+the encoder returns that list with its output.  Nothing is kept on the
+modules between calls, and no dense pattern of the fixed heads is built:
+their |M| is counted from the masks' structure
+(:meth:`~fairseq_local.attention.masks.HeadMask.pair_count`), the learned
+heads' by their kind (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.kept`).
+:func:`sparsity_terms` turns the records, and the gates, into:
 
-* the DAM L1 term (SparseBERT, Eq. 5), in the convention of ``--dam-l1``:
-  ``sum`` — Σ over distinct DAM masks of ‖M‖₁ of the whole
-  ``max_len``×``max_len`` mask of this update, as the authors' code computes
-  it, times (128/max_len)²
-  (:meth:`~fairseq_local.attention.learned.DamMask.scaled_l1`): their norm of a
-  128×128 mask (their n, §3.1.1) as dense as ours, so that the paper's λ
-  (1e-4 … 1e-1) pulls as it did for them whatever ``--dam-max-len``;
-  ``density`` — the mean over sentences and DAM (layer, head) slots of
-  ‖M‖₁/N² at the sentence's N real tokens.  The same penalty for the same
-  density needs λ_density ≈ λ_sum · (distinct DAM masks) · 128².
+* each learned kind's penalty and logs, by kind
+  (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.penalty`; DAM's
+  is SparseBERT's L1 term, Eq. 5, :class:`~fairseq_local.attention.learned.DamSpec`);
 * ρ (Adaptive Axis Attention, Eq. 9), the mean over sentences, heads and
   layers of 1 − |M|/N², for the hinge of Eq. 10, over each head set of
-  :data:`HINGE_HEADS` (:meth:`SparsityTerms.hinge_rho`): the ``aaa`` heads
-  (|M| = |B OR local-W|), the learned heads (``aaa`` and DAM: |M| = Σ M over
-  the real pairs, Wang et al. §4.1's "sparsity controllable training" of the
-  diagonal patterns), or every head (Eq. 9 as written; fixed heads add a
-  constant).
+  :data:`HINGE_HEADS` (:meth:`SparsityTerms.hinge_rho`): one kind's heads
+  (``aaa``: |M| = |B OR local-W|), the learned heads (every kind: Wang et al.
+  §4.1's "sparsity controllable training" of the diagonal patterns with
+  DAM), or every head (Eq. 9 as written; fixed heads add a constant);
 * the gates' L0 term (Voita et al. 2019): Σ P(open) (``--gate-penalty sum``)
-  or the mean over gated layers of each layer's Σ P(open) (``layer-mean``).
-* logging sums and counts: ρ per layer and overall, the DAM density, τ,
-  open gates, and the share of active AAA rows and columns.
+  or the mean over gated layers of each layer's Σ P(open) (``layer-mean``);
+* logging sums and counts: ρ per layer and overall, τ and open gates.
 """
 
 from contextlib import nullcontext
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Dict, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 
-from .learned import AxisSelector, scale_grad
-from .masks.base import constant, pair_count_table
+from .learned.kind import LEARNED_KINDS, KindUse
+from .record import AttentionRecord
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gates import HeadGates
-    from .module import LocalMultiheadAttention
 
-# The heads whose ρ (Eq. 9) the hinge of Eq. 10 reads (--aaa-hinge-heads).
+# The heads whose ρ (Eq. 9) the hinge of Eq. 10 reads (--aaa-hinge-heads): a kind's, the learned ones, every head.
 HINGE_HEADS = ("aaa", "learned", "all")
 # Logging (sum, count) keys of ρ over each head set (filled by sparsity_terms).
 HINGE_LOG_KEYS = {"aaa": ("aaa_rho_sum", "aaa_count"), "learned": ("learned_rho_sum", "learned_count"),
                   "all": ("rho_sum", "rho_count")}
-
-
-@dataclass
-class AttentionRecord:
-    """What one attention forward pass realised.
-
-    ``learned``: None or M (B, L, T, T) of the first L of
-    ``module.plan.learned_heads`` (DAM heads first; only the DAM heads' slices
-    are read); ``indicators``: None or I_r, I_c (2, B, T) of the ``aaa``
-    heads; ``padding_mask``: None or (B, T) bool.  The fixed heads' patterns
-    are ``module.plan.fixed_masks``, counted from their structure, never stored."""
-
-    module: "LocalMultiheadAttention"
-    learned: Optional[Tensor]
-    indicators: Optional[Tensor]
-    padding_mask: Optional[Tensor]
-    T: int
-    B: int
-
-    def real(self) -> Tensor:
-        """(B, T) bool, True at real tokens."""
-        if self.padding_mask is None:
-            device = self.module.out_proj.weight.device
-            return torch.ones(self.B, self.T, dtype=torch.bool, device=device)
-        return ~self.padding_mask
-
-    def kept(self, real: Tensor) -> Tensor:
-        """(B, H) float32: the number of each sentence's real pairs that the
-        head allows (|M| of Adaptive Axis Attention, Eq. 9), differentiable in
-        the learned heads.  ``real`` is :meth:`real`.
-
-        Fixed heads: :meth:`~fairseq_local.attention.masks.HeadMask.pair_count`
-        at the sentence's length, from a per-length table (no host read);
-        ``aaa`` heads: :meth:`AxisSelector.pattern_count` of the indicators
-        (Eq. 12 OR ``local-W``); DAM heads: Σ of M over the real pairs."""
-        plan = self.module.plan
-        kept = pair_count_table(plan.fixed_masks, self.T, real.device)[real.sum(-1)]  # (B, H)
-        if not plan.learned_heads:
-            return kept
-        parts = []
-        if plan.dam_heads:
-            w = real.float()
-            dam = self.learned[:, : len(plan.dam_heads)].float()  # (B, D, T, T)
-            parts.append(torch.einsum("bhts,bt,bs->bh", dam, w, w))
-        parts += [AxisSelector.pattern_count(self.indicators, real, loc.hi)[:, None] for loc in plan.aaa_local]
-        return kept.index_copy(1, constant(plan.learned_heads, kept.device), torch.cat(parts, 1))
+__all__ = ["AttentionRecord", "HINGE_HEADS", "HINGE_LOG_KEYS", "SparsityTerms", "sparsity_terms"]
 
 
 @dataclass
 class SparsityTerms:
-    """The penalties (differentiable, None where the model has no such head)
-    and the logging sums and counts of one forward pass.
+    """The penalties (differentiable; absent or None where the model has no
+    such head) and the logging sums and counts of one forward pass.
 
-    ``rho_sums[heads]``: the float32 scalar Σ of 1 − |M|/N² (Eq. 9) over the
+    ``penalties[key]``: each learned kind's penalty (float32 scalar), by
+    kind key (:class:`~fairseq_local.attention.learned.kind.LearnedKind`).
+    ``uses[key]``: that kind's :class:`~fairseq_local.attention.learned.kind.KindUse`
+    per layer.  ``rho_sums[heads]``: the float32 scalar Σ of 1 − |M|/N² (Eq. 9) over the
     (sentence, layer, head) slots of that head set of :data:`HINGE_HEADS`,
     differentiable in the learned heads; ``rho_counts[heads]``: the number of
     slots (a host number).  A set the model has no heads of is absent."""
 
-    dam: Optional[Tensor] = None
-    aaa_rho: Optional[Tensor] = None
+    penalties: Dict[str, Tensor] = field(default_factory=dict)
+    uses: Dict[str, List[KindUse]] = field(default_factory=dict)
     gate: Optional[Tensor] = None
     num_updates: int = 0
     log: Dict[str, float] = field(default_factory=dict)
-    modules: Sequence["LocalMultiheadAttention"] = ()
+    modules: Sequence[nn.Module] = ()
     records: Sequence[AttentionRecord] = ()
     rho_sums: Dict[str, Tensor] = field(default_factory=dict)
     rho_counts: Dict[str, float] = field(default_factory=dict)
@@ -139,7 +87,7 @@ class SparsityTerms:
         return float(self.log.get(num, 0.0)), float(self.log.get(den, 0.0))
 
 
-def sparsity_terms(cfg, modules: Sequence["LocalMultiheadAttention"],
+def sparsity_terms(cfg, modules: Sequence[nn.Module],
                    records: Sequence[AttentionRecord], gates: Sequence["HeadGates"] = ()) -> SparsityTerms:
     """The sparsity terms of ``modules`` (the model's attention layers, in
     order) after the forward pass that produced ``records``.
@@ -173,16 +121,15 @@ def _no_autocast(device: torch.device):
         return nullcontext()
 
 
-def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[AttentionRecord],
-           terms: SparsityTerms, gates: Sequence["HeadGates"] = ()) -> Dict[str, object]:
+def _terms(cfg, modules: Sequence[nn.Module], records: Sequence[AttentionRecord], terms: SparsityTerms,
+           gates: Sequence["HeadGates"] = ()) -> Dict[str, object]:
     """Fills ``terms``' penalties; returns the logging values (tensors or numbers)."""
     log: Dict[str, object] = {}
     terms.num_updates = modules[0].num_updates
-    dam_density, dam_count, aaa_rho, aaa_count = 0.0, 0, 0.0, 0
-    dam_rho, all_rho = 0.0, 0.0  # Σ of Eq. 9 over the DAM slots, over every slot (differentiable)
+    all_rho = 0.0  # Σ of Eq. 9 over every slot (differentiable)
     log["rho_sum"], log["rho_count"] = 0.0, 0.0
     for layer, rec in enumerate(records, start=1):
-        plan = rec.module.plan
+        m = rec.module
         real = rec.real()
         n2 = real.sum(-1).float().pow(2)  # (B,)
         rho = 1.0 - rec.kept(real) / n2[:, None]  # (B, H), Eq. 9
@@ -191,35 +138,28 @@ def _terms(cfg, modules: Sequence["LocalMultiheadAttention"], records: Sequence[
         log[f"rho_l{layer}_count"] = float(rho.numel())
         log["rho_sum"] = log["rho_sum"] + log[f"rho_l{layer}_sum"]
         log["rho_count"] += log[f"rho_l{layer}_count"]
-        if plan.dam_heads:
-            dam_density = dam_density + (1.0 - rho[:, list(plan.dam_heads)]).sum()
-            dam_rho = dam_rho + rho[:, list(plan.dam_heads)].sum()
-            dam_count += rec.B * len(plan.dam_heads)
-        if plan.aaa_heads:
-            aaa_rho = aaa_rho + rho[:, list(plan.aaa_heads)].sum()
-            aaa_count += rec.B * len(plan.aaa_heads)
-            on = (rec.indicators > 0.5) & real.unsqueeze(0)  # (2, B, T)
-            rows, cols = on.sum((1, 2)).float().unbind(0)
-            for key, value in (("aaa_rows", rows), ("aaa_cols", cols), ("aaa_tokens", real.sum())):
-                log[key] = log.get(key, 0.0) + value
-    if dam_count:
-        log["dam_density_sum"], log["dam_count"] = dam_density.detach(), float(dam_count)
-        if cfg.dam_l1 == "density":
-            terms.dam = dam_density / dam_count
-        else:  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len x max_len, at their n = 128
-            masks = {id(d): (d, m.tau) for m in modules for d in m.dam}
-            terms.dam = sum(d.scaled_l1(tau) for d, tau in masks.values())
-        pre = [m for m in modules if m.plan.dam_heads and m.plan.dam_heads[0] in m.plan.pre_learned]
-        if pre:  # the task's gradient through C·(1 − M) is taken without C: the same factor here
-            terms.dam = scale_grad(terms.dam, 1.0 / abs(pre[0].mask_neg))
-    if aaa_count:
-        terms.aaa_rho = aaa_rho / aaa_count
-        log["aaa_rho_sum"], log["aaa_count"] = aaa_rho.detach(), float(aaa_count)
-        terms.rho_sums["aaa"], terms.rho_counts["aaa"] = aaa_rho, float(aaa_count)
-    if aaa_count or dam_count:  # ρ of the learned heads, aaa and DAM (Wang et al. §4.1, Eq. 9-10)
-        learned = aaa_rho + dam_rho
-        terms.rho_sums["learned"], terms.rho_counts["learned"] = learned, float(aaa_count + dam_count)
-        log["learned_rho_sum"], log["learned_count"] = learned.detach(), float(aaa_count + dam_count)
+        for g in m.plan.learned:
+            terms.uses.setdefault(g.kind.key, []).append(KindUse(
+                layer, m.learned[g.kind.key], g.heads, g.specs, rec.realised[g.kind.key], rho[:, list(g.heads)],
+                real, m.tau, m.mask_neg, m.plan.mode))
+    learned, learned_count = 0.0, 0
+    for key, kind in LEARNED_KINDS.items():  # each kind's penalty and logs, and ρ of its heads (Eq. 9)
+        uses = terms.uses.get(key)
+        if not uses:
+            continue
+        penalty, kind_log = kind.penalty(cfg, uses)
+        if penalty is not None:
+            terms.penalties[key] = penalty
+        log.update(kind_log)
+        rho, count = 0.0, 0
+        for use in uses:
+            rho = rho + use.rho.sum()
+            count += use.rho.shape[0] * use.rho.shape[1]
+        terms.rho_sums[key], terms.rho_counts[key] = rho, float(count)
+        learned, learned_count = learned + rho, learned_count + count
+    if learned_count:  # ρ of the learned heads (Wang et al. §4.1, Eq. 9-10)
+        terms.rho_sums["learned"], terms.rho_counts["learned"] = learned, float(learned_count)
+        log["learned_rho_sum"], log["learned_count"] = learned.detach(), float(learned_count)
     if records:
         terms.rho_sums["all"], terms.rho_counts["all"] = all_rho, float(log["rho_count"])
     gated = [m.gates for m in modules if m.gates is not None] + list(gates)

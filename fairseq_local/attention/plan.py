@@ -3,7 +3,7 @@ to know about them, built once from its
 :class:`~fairseq_local.attention.layout.LayerSpec` and the mask mode.
 
 :class:`HeadPlan` says, per head, its mask and Q/K group, which heads are
-learned (DAM, AAA; before or after the softmax), gated, global or windowed,
+learned (grouped by kind; before or after the softmax), gated, global or windowed,
 and in which order the window path computes them.  The three paths
 (:mod:`~fairseq_local.attention.dense`, :mod:`~fairseq_local.attention.window`,
 :mod:`~fairseq_local.attention.flex`) share one signature,
@@ -12,7 +12,7 @@ the per-call :class:`PathInputs`.
 """
 
 from dataclasses import dataclass
-from typing import Callable, Optional, Tuple
+from typing import Callable, Optional, Tuple, Type
 
 import torch
 from torch import Tensor
@@ -20,9 +20,9 @@ from torch import Tensor
 from .config import MASK_MODES
 from .context import cached
 from .layout import LayerSpec
-from .masks import GlobalMask, HeadMask, OffsetMask
+from .learned.kind import LearnedKind, kinds_in
+from .masks import GlobalMask, HeadMask
 from .masks.base import to_device
-from .masks.learned import AxisAdaptiveSpec, DamSpec
 
 
 def window_of(mask: HeadMask) -> Optional[Tuple[int, int]]:
@@ -79,6 +79,16 @@ def _allowed(plan: WindowPlan, device: torch.device) -> Tensor:
 
 
 @dataclass(frozen=True)
+class KindHeads:
+    """A layer's heads of one learned kind: the kind (its class), the heads'
+    indices and their specs, in head order."""
+
+    kind: Type[LearnedKind]
+    heads: Tuple[int, ...]
+    specs: Tuple[LearnedKind, ...]
+
+
+@dataclass(frozen=True)
 class HeadPlan:
     """The heads of one layer (H heads, G Q/K groups), built by :meth:`build`.
 
@@ -90,12 +100,11 @@ class HeadPlan:
         gated_heads: heads scaled by a hard-concrete gate (Voita et al. 2019).
         fixed_masks: the fixed part of each mask: a learned head sees every
             key (:class:`GlobalMask`) before its learned mask M.
-        dam_heads, aaa_heads: the ``dam-u``/``dam-s`` (SparseBERT) and
-            ``aaa`` (Adaptive Axis Attention) heads; ``aaa_local``: the
-            ``local-W`` mask OR-ed into each ``aaa`` head's pattern.
-        learned_heads: ``dam_heads + aaa_heads``, the order of the learned M.
+        learned: the learned heads as (head, kind) pairs, grouped by kind
+            (:class:`KindHeads`, in the kinds' registration order).
+        learned_heads: their heads in that order, the order of the learned M.
         pre_learned, post_learned: learned heads whose M enters before the
-            softmax (C·(1 − M): ``pre`` mode, and ``aaa`` always, AAA Eq. 5)
+            softmax (C·(1 − M), the kind's ``before_softmax`` in this mode)
             or multiplies it (SparseBERT Eq. 4).
         global_heads: heads of type :class:`GlobalMask` (no mask at all).
         window: the window heads and their windows, or None.
@@ -111,9 +120,7 @@ class HeadPlan:
     head_to_group: Tuple[int, ...]
     gated_heads: Tuple[int, ...]
     fixed_masks: Tuple[HeadMask, ...]
-    dam_heads: Tuple[int, ...]
-    aaa_heads: Tuple[int, ...]
-    aaa_local: Tuple[OffsetMask, ...]
+    learned: Tuple[KindHeads, ...]
     learned_heads: Tuple[int, ...]
     pre_learned: Tuple[int, ...]
     post_learned: Tuple[int, ...]
@@ -130,10 +137,10 @@ class HeadPlan:
             raise ValueError(f"mask_mode must be one of {MASK_MODES}, not {mode!r}")
         masks, head_to_group = layer.masks, layer.head_to_group
         H = len(masks)
-        dam = tuple(h for h, m in enumerate(masks) if isinstance(m, DamSpec))
-        aaa = tuple(h for h, m in enumerate(masks) if isinstance(m, AxisAdaptiveSpec))
-        learned = dam + aaa
-        pre = tuple(h for h in learned if mode == "pre" or h in aaa)
+        kinds = tuple(KindHeads(k, tuple(h for h, m in enumerate(masks) if type(m) is k),
+                                tuple(m for m in masks if type(m) is k)) for k in kinds_in(masks))
+        learned = tuple(h for g in kinds for h in g.heads)
+        pre = tuple(h for h in learned if masks[h].before_softmax(mode))
         global_heads = tuple(h for h, m in enumerate(masks) if type(m) is GlobalMask)
         windows = [(h, window_of(m)) for h, m in enumerate(masks) if window_of(m) is not None]
         window = WindowPlan(tuple(h for h, _ in windows), tuple(head_to_group[h] for h, _ in windows),
@@ -144,13 +151,16 @@ class HeadPlan:
         return cls(
             masks=masks, mode=mode, head_to_group=head_to_group, gated_heads=layer.gated_heads,
             fixed_masks=tuple(GlobalMask() if m.learned else m for m in masks),
-            dam_heads=dam, aaa_heads=aaa,
-            aaa_local=tuple(OffsetMask("local", -masks[h].window, masks[h].window) for h in aaa),
-            learned_heads=learned, pre_learned=pre, post_learned=tuple(h for h in learned if h not in pre),
+            learned=kinds, learned_heads=learned, pre_learned=pre,
+            post_learned=tuple(h for h in learned if h not in pre),
             global_heads=global_heads, window=window, windowed=windowed,
             head_order=head_order,
             order_inverse=None if head_order is None else tuple(sorted(range(H), key=head_order.__getitem__)),
         )
+
+    def heads_of(self, key: str) -> Tuple[int, ...]:
+        """The heads of the learned kind ``key`` (none: ())."""
+        return next((g.heads for g in self.learned if g.kind.key == key), ())
 
     @property
     def num_heads(self) -> int:
@@ -182,6 +192,9 @@ class PathInputs:
         dropout_p: the probability that ``dropout`` drops in this call (0
             outside training).
         need_weights: the path must return the weights (only the dense path can).
+        detach_weights: the dense path treats the weights as constants (the
+            AH-rule of conservative relevance propagation, Ali et al. 2022;
+            the context's ``detach_weights``).
     """
 
     scale: float
@@ -192,6 +205,7 @@ class PathInputs:
     dropout: Optional[Callable[[Tensor], Tensor]] = None
     dropout_p: float = 0.0
     need_weights: bool = False
+    detach_weights: bool = False
 
 
 # (q (B, G, T, d_h), k (B, G, S, d_h), v (B, H, S, d_h), plan, inputs)

@@ -1,6 +1,10 @@
-"""``fairseq-local export``: the learned DAM masks of a checkpoint as fixed masks.
+"""``fairseq-local export``: the learned masks of a checkpoint as fixed masks.
 
-For every ``dam-u``/``dam-s`` head of the checkpoint's encoder, writes the
+Every learned kind whose evaluation pattern does not depend on the input is
+exported (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.exportable`;
+``aaa`` heads, whose axes are chosen per sentence, are not).  Built in are
+SparseBERT's DAM heads: for every ``dam-u``/``dam-s`` head of the
+checkpoint's encoder, it writes the
 mask of a sentence of N tokens (``--n``, default: the mask's maximum length):
 
 * by default the evaluation-mode hard mask 1[α > 0] (SparseBERT §4.1);
@@ -32,15 +36,14 @@ one heatmap per exported head (layers as rows, heads as columns).
 
 import hashlib
 import sys
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import torch
 
 from .. import outputs
 from ..checkpoint_compat import encoder_layers_prefix, local_layout, read_checkpoint
-from ..attention import DamMask
 from ..attention.layout import HeadSpec, LayerSpec, LayoutError, format_layout, parse_layout
-from ..attention.learned import DamSpec
+from ..attention.learned.kind import LEARNED_KINDS, Exportable, LearnedKind, upgrade_learned_keys
 from ..attention.masks import MASK_FILE_FORMAT, FileMask, write_mask_file
 from ..attention.masks.file import check_masks
 from .common import command_parser
@@ -68,32 +71,26 @@ printed. Positions or offsets that no training sentence reached keep their
 initial alpha: export at lengths the model was trained on."""
 
 
-def dam_masks(model_cfg: dict, state_dict: Dict[str, torch.Tensor]) -> Dict[Tuple[int, int], DamMask]:
-    """The checkpoint's DAM heads, {(layer, head): DamMask} (0-based), with
-    their trained α (``{prefix}{l}.self_attn.dam.{k}.alpha``, the k-th DAM
-    head of layer l, where the prefix is ``encoder.layers.`` or RoBERTa's
-    ``encoder.sentence_encoder.layers.``); heads sharing α share one DamMask."""
+def learned_masks(model_cfg: dict, state_dict: Dict[str, torch.Tensor]) -> Dict[Tuple[int, int], Exportable]:
+    """The checkpoint's exportable learned heads, {(layer, head): mask}
+    (0-based), each kind's from its own tensors
+    (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.exportable`;
+    DAM: ``{prefix}{l}.self_attn.learned.dam.{k}.alpha``, the k-th DAM head
+    of layer l); heads that share parameters share one mask."""
     layout = parse_layout(model_cfg.get("attn_layout") or "")
-    prefix = encoder_layers_prefix(state_dict)
-    out: Dict[Tuple[int, int], DamMask] = {}
-    by_storage: Dict[int, DamMask] = {}
-    for l, layer in enumerate(layout):
-        dam_heads = [h for h, m in enumerate(layer.masks) if isinstance(m, DamSpec)]
-        for k, h in enumerate(dam_heads):
-            key = f"{prefix}{l}.self_attn.dam.{k}.alpha"
-            if key not in state_dict:
-                raise ValueError(f"checkpoint has no '{key}' for head {h + 1} of layer {l + 1}")
-            alpha = state_dict[key]
-            ptr = alpha.untyped_storage().data_ptr()
-            if ptr not in by_storage:
-                structured = layer.masks[h].structured
-                size = alpha.numel()
-                max_len = size if structured else int(((8 * size + 1) ** 0.5 - 1) / 2)
-                mask = DamMask(structured, max_len)
-                mask.alpha.data.copy_(alpha.float())
-                by_storage[ptr] = mask.eval()
-            out[(l, h)] = by_storage[ptr]
-    return out
+    state = dict(state_dict)
+    upgrade_learned_keys(state)  # a checkpoint saved before learned kinds
+    prefix = encoder_layers_prefix(state)
+    out: Dict[Tuple[int, int], Exportable] = {}
+    for kind in LEARNED_KINDS.values():
+        out.update(kind.exportable(layout, state, prefix))
+    return dict(sorted(out.items()))
+
+
+def exportable_names() -> str:
+    """The layout names of the learned kinds that export, e.g. ``dam-u/dam-s``."""
+    return "/".join(name for kind in LEARNED_KINDS.values()
+                    if kind.exportable.__func__ is not LearnedKind.exportable.__func__ for name in kind._names)
 
 
 def end_entries(n: int) -> torch.Tensor:
@@ -104,7 +101,7 @@ def end_entries(n: int) -> torch.Tensor:
     return (i == 0) | (j == 0) | (i == n - 1) | (j == n - 1)
 
 
-def prune_by_p(mask: DamMask, n: int, pct: float) -> torch.Tensor:
+def prune_by_p(mask: Exportable, n: int, pct: float) -> torch.Tensor:
     """Progressive pruning (SparseBERT §3.4): bool (n, n), the largest
     entries of P = sigmoid(α) with the smallest ``pct`` % of the n² entries
     dropped; entries tied with the threshold are kept (a ``dam-s`` mask stays
@@ -113,7 +110,7 @@ def prune_by_p(mask: DamMask, n: int, pct: float) -> torch.Tensor:
     keep = max(1, round(p.numel() * (1 - pct / 100)))
     threshold = p.flatten().topk(keep).values[-1]
     kept = p >= threshold
-    if mask.structured:
+    if mask.ends:
         kept |= end_entries(n)
     return kept
 
@@ -150,7 +147,7 @@ def method_name(prune: Optional[float], prune_random: Optional[int]) -> str:
     return f"prune-random-{prune:g}-s{prune_random}"
 
 
-def export(masks: Dict[Tuple[int, int], DamMask], n: Optional[int], prune: Optional[float],
+def export(masks: Dict[Tuple[int, int], Exportable], n: Optional[int], prune: Optional[float],
            prune_random: Optional[int] = None) -> Dict[str, dict]:
     """{"L.H": {"matrix": bool (n, n), "ends": bool, "kind": str, "method": str}}.
 
@@ -168,16 +165,15 @@ def export(masks: Dict[Tuple[int, int], DamMask], n: Optional[int], prune: Optio
         if id(mask) not in done:
             length = n or mask.max_len
             if length > mask.max_len:
-                raise ValueError(f"--n {length} exceeds the DAM masks' maximum length {mask.max_len}")
+                raise ValueError(f"--n {length} exceeds the {mask.kind} masks' maximum length {mask.max_len}")
             if prune is None:
                 matrix = mask.matrix(length, "hard") > 0.5
             else:
                 matrix = prune_by_p(mask, length, prune)
                 if prune_random is not None:
                     removed = int((~matrix).sum())
-                    matrix = prune_at_random(length, removed, mask.structured, prune_random, key)
-            done[id(mask)] = {"matrix": matrix, "ends": mask.structured,
-                              "kind": "dam-s" if mask.structured else "dam-u", "method": method}
+                    matrix = prune_at_random(length, removed, mask.ends, prune_random, key)
+            done[id(mask)] = {"matrix": matrix, "ends": mask.ends, "kind": mask.kind, "method": method}
         out[key] = done[id(mask)]
     return out
 
@@ -190,10 +186,18 @@ def pruned_shares(exported: Dict[str, dict]) -> Dict[str, float]:
     return {kind: sum(v) / len(v) for kind, v in sorted(shares.items())}
 
 
-def stage2_layout(layout: Sequence[LayerSpec]) -> str:
-    """The layout with every DAM head replaced by its exported ``file`` mask."""
+def stage2_layout(layout: Sequence[LayerSpec], exported: Optional[Iterable[Tuple[int, int]]] = None) -> str:
+    """The layout with every exported head (layer, head) replaced by its
+    ``file`` mask (None: every head of a kind that exports)."""
+    done = None if exported is None else set(exported)
+
+    def replaced(l: int, h: int, spec) -> bool:
+        if done is not None:
+            return (l, h) in done
+        return isinstance(spec, LearnedKind) and type(spec).exportable.__func__ is not LearnedKind.exportable.__func__
+
     return format_layout(tuple(
-        LayerSpec(tuple(HeadSpec(FileMask(l, h), s.group, s.gated) if isinstance(s.mask, DamSpec) else s
+        LayerSpec(tuple(HeadSpec(FileMask(l, h), s.group, s.gated) if replaced(l, h, s.mask) else s
                         for h, s in enumerate(layer.heads)))
         for l, layer in enumerate(layout)))
 
@@ -307,15 +311,15 @@ def main(argv: Optional[List[str]] = None) -> None:
     check_outputs(args)
     try:
         model_cfg, state_dict = read_checkpoint(args.checkpoint)
-        local_layout(args.checkpoint, model_cfg, "dam-u/dam-s heads")
-        masks = dam_masks(model_cfg, state_dict)
+        local_layout(args.checkpoint, model_cfg, f"{exportable_names()} heads")
+        masks = learned_masks(model_cfg, state_dict)
         if not masks:
-            raise ValueError(f"'{args.checkpoint}' has no dam-u/dam-s heads "
+            raise ValueError(f"'{args.checkpoint}' has no {exportable_names()} heads "
                              f"(layout {model_cfg.get('attn_layout')!r})")
         exported = export(masks, args.n, args.prune, args.prune_random)
     except (FileNotFoundError, ValueError, LayoutError) as e:
         parser.error(str(e))
-    layout = stage2_layout(parse_layout(model_cfg["attn_layout"]))
+    layout = stage2_layout(parse_layout(model_cfg["attn_layout"]), masks)
     method = method_name(args.prune, args.prune_random)
     write(args, exported, layout=layout, checkpoint=args.checkpoint, method=method)
     n = next(iter(exported.values()))["matrix"].shape[0]
@@ -323,9 +327,10 @@ def main(argv: Optional[List[str]] = None) -> None:
     print(f"wrote {len(exported)} masks ({method}, mean density {100 * density:.1f}% at n={n}) to {args.out}")
     if args.prune is not None:
         parts = []
+        ends = {e["kind"] for e in exported.values() if e["ends"]}
         for kind, share in pruned_shares(exported).items():
             cap = f", at most {100 * max(n - 2, 0) ** 2 / n ** 2:.1f}% with its end rows/columns on" \
-                if kind == "dam-s" else ""
+                if kind in ends else ""
             parts.append(f"{kind} {100 * share:.1f}%{cap}")
         print(f"realised pruned share ({method}, requested {args.prune:g}%): " + "; ".join(parts))
     print(f"stage-2 options: --mask-file {args.out} --attn-layout '{layout}'")

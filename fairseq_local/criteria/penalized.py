@@ -8,8 +8,11 @@ forward pass it asks the model for its sparsity terms
 :mod:`fairseq_local.attention.penalties`) and adds, each weighed against the
 criterion's mean loss per sample-size unit:
 
-* DAM (SparseBERT, Eq. 5): ``--dam-lambda`` · the model's L1 term (``--dam-l1``;
-  by default ‖M‖₁ as in the authors' code, where the paper's λ is 1e-4 to 1e-1);
+* each learned kind's penalty
+  (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.penalty`), weighed
+  by its own option or ``--learned-lambda KIND=W``: DAM's L1 term (SparseBERT,
+  Eq. 5) by ``--dam-lambda`` (``--dam-l1``; by default ‖M‖₁ as in the
+  authors' code, where the paper's λ is 1e-4 to 1e-1);
 * the sparsity hinge (Adaptive Axis Attention, Eq. 10): ``α · max(0,
   ρ_target − ρ)``, ρ the mean of Eq. 9 over sentences and the heads of
   ``--aaa-hinge-heads`` (``aaa`` by default; ``learned``: ``aaa`` and DAM
@@ -23,13 +26,15 @@ criterion's mean loss per sample-size unit:
 Training optimises the sum.  The logged ``loss`` is the criterion's own (task)
 loss, in training and validation, so ``checkpoint_best.pt``, ``--patience`` and
 result tables rank runs by the task; each penalty is its own scalar
-(``dam_loss``, ``aaa_loss``, ``gate_loss``, in the base-2 units of ``loss``).
+(``<kind>_loss`` such as ``dam_loss``, ``aaa_loss``, ``gate_loss``, in the
+base-2 units of ``loss``).
 fairseq sums logging outputs over micro-batches (``--update-freq``) and
 workers before :meth:`reduce_metrics`, so every rate is logged as a (sum,
 count) pair and divided there: ρ overall and per layer (``rho``,
 ``rho_l1``, ...), ρ of the ``aaa`` heads and of the hinge's heads
-(``aaa_rho``, ``hinge_rho``), the DAM density, τ, ``aaa_alpha``, the share of
-open gates and of active AAA rows and columns.  ``--mask-image-interval N`` writes the
+(``aaa_rho``, ``hinge_rho``), each kind's own rates (the DAM density, the
+active AAA rows and columns), τ, ``aaa_alpha`` and the share of open gates.
+``--mask-image-interval N`` writes the
 learned masks as heatmaps to the run's TensorBoard directory every N updates.
 """
 
@@ -45,15 +50,43 @@ from omegaconf import II
 from torch import Tensor
 
 from ..errors import OptionError, warn_once
+from ..attention.learned.kind import LEARNED_KINDS
 from ..attention.penalties import HINGE_HEADS, SparsityTerms
 
-PENALTIES = ("dam_loss", "aaa_loss", "gate_loss")
-# Logged rates: name -> (sum key, count key).
-RATES = {"rho": ("rho_sum", "rho_count"), "dam_density": ("dam_density_sum", "dam_count"),
-         "aaa_rho": ("aaa_rho_sum", "aaa_count"), "tau": ("tau_sum", "tau_count"),
+# Logged rates besides the learned kinds' own (LearnedKind.rates): name -> (sum key, count key).
+RATES = {"rho": ("rho_sum", "rho_count"), "tau": ("tau_sum", "tau_count"),
          "aaa_alpha": ("aaa_alpha_sum", "aaa_alpha_count"), "gates_open": ("gate_open", "gate_count"),
-         "aaa_rows": ("aaa_rows", "aaa_tokens"), "aaa_cols": ("aaa_cols", "aaa_tokens"),
          "hinge_rho": ("hinge_rho_sum", "hinge_count")}
+
+
+def penalty_names() -> Tuple[str, ...]:
+    """The logged penalties: each learned kind's ``<key>_loss``, the hinge ``aaa_loss``, ``gate_loss``."""
+    return (*(f"{k}_loss" for k in LEARNED_KINDS if k != "aaa"), "aaa_loss", "gate_loss")
+
+
+def rates() -> Dict[str, Tuple[str, str]]:
+    """Every logged rate: :data:`RATES` and the learned kinds' own."""
+    out = dict(RATES)
+    for kind in LEARNED_KINDS.values():
+        out.update(kind.rates)
+    return out
+
+
+def parse_weights(text: str) -> Dict[str, float]:
+    """``--learned-lambda KIND=W[,KIND=W...]`` as {kind key: weight >= 0}; one-line OptionError."""
+    out: Dict[str, float] = {}
+    for item in filter(None, (t.strip() for t in (text or "").split(","))):
+        key, sep, value = item.partition("=")
+        if not sep or key not in LEARNED_KINDS:
+            raise OptionError(f"--learned-lambda takes KIND=WEIGHT pairs for the learned kinds "
+                              f"{', '.join(LEARNED_KINDS)}, not {item!r}")
+        try:
+            out[key] = float(value)
+        except ValueError:
+            raise OptionError(f"--learned-lambda {item!r}: the weight must be a number") from None
+        if not out[key] >= 0:
+            raise OptionError(f"--learned-lambda {item!r}: the weight must be >= 0")
+    return out
 
 
 @dataclass
@@ -70,6 +103,9 @@ class SparsityLossConfig(FairseqDataclass):
                 "--dam-lambda) or all (every head, Eq. 9 as written; fixed heads only shift rho)"})
     aaa_alpha_updates: int = field(default=0, metadata={
         "help": "AAA: alpha rises linearly to --aaa-alpha at this update, then stays (0: constant)"})
+    learned_lambda: str = field(default="", metadata={
+        "help": "weights of the learned kinds' penalties, KIND=W[,KIND=W...] (e.g. dam=1e-3; a kind with an "
+                "option of its own, such as --dam-lambda, may use either)"})
     gate_lambda: float = field(default=0.0, metadata={
         "help": "head gates: weight of the L0 penalty (Voita et al. use 0.1 with --gate-penalty layer-mean)"})
     mask_image_interval: int = field(default=0, metadata={
@@ -108,6 +144,13 @@ class SparsityLoss:
         if str(cfg.aaa_hinge_heads) not in HINGE_HEADS:
             raise OptionError(f"--aaa-hinge-heads must be one of {', '.join(HINGE_HEADS)}, not {cfg.aaa_hinge_heads}")
         self.sparsity_cfg = cfg
+        self.weights = parse_weights(cfg.learned_lambda)
+        for key, kind in LEARNED_KINDS.items():
+            own = getattr(cfg, kind.weight, 0.0) if kind.weight else 0.0
+            if key in self.weights and own:
+                raise OptionError(f"--learned-lambda {key}=... and --{kind.weight.replace('_', '-')} both weigh "
+                                  f"the {key} penalty: give one")
+            self.weights.setdefault(key, own)
         self._image_writer = None
 
     def aaa_weight(self, num_updates: int) -> float:
@@ -137,12 +180,21 @@ class SparsityLoss:
         cfg = self.sparsity_cfg
         heads = str(cfg.aaa_hinge_heads)
         hinge = None if terms is None else terms.hinge_rho("aaa" if heads == "aaa" else "learned")
-        hinge_kind = "aaa" if heads == "aaa" else "learned (aaa, dam-u, dam-s)"
-        for option, weight, kind, term in (("--dam-lambda", cfg.dam_lambda, "dam-u/dam-s", terms and terms.dam),
-                                           ("--aaa-alpha", cfg.aaa_alpha, hinge_kind, hinge),
-                                           ("--gate-lambda", cfg.gate_lambda, "':gate'", terms and terms.gate)):
+        hinge_kind = "aaa" if heads == "aaa" else "learned"
+        checks = [(self.weight_option(key), self.weights[key], "/".join(kind._names),
+                   terms and terms.penalties.get(key)) for key, kind in LEARNED_KINDS.items()]
+        checks += [("--aaa-alpha", cfg.aaa_alpha, hinge_kind, hinge),
+                   ("--gate-lambda", cfg.gate_lambda, "':gate'", terms and terms.gate)]
+        for option, weight, kind, term in checks:
             if weight > 0 and term is None:
                 warn_once(f"{option} {weight} has no effect: the model has no {kind} heads")
+
+    def weight_option(self, key: str) -> str:
+        """The option that weighs the kind ``key``'s penalty, as the user wrote it."""
+        own = LEARNED_KINDS[key].weight
+        if own and getattr(self.sparsity_cfg, own, 0.0):
+            return f"--{own.replace('_', '-')}"
+        return f"--learned-lambda {key}="
 
     def penalties(self, terms: SparsityTerms, sample_size) -> Tuple[Tensor, Dict[str, float]]:
         """(the penalties to add to the summed loss, the logging sums).  Each
@@ -150,8 +202,9 @@ class SparsityLoss:
         times ``sample_size``; fairseq divides by the sample size again."""
         cfg = self.sparsity_cfg
         found = {}
-        if terms.dam is not None:
-            found["dam_loss"] = cfg.dam_lambda * terms.dam
+        for key in LEARNED_KINDS:
+            if key in terms.penalties:
+                found[f"{key}_loss"] = self.weights.get(key, 0.0) * terms.penalties[key]
         heads = str(cfg.aaa_hinge_heads)
         rho = terms.hinge_rho(heads)
         if rho is not None and "learned" in terms.rho_counts:  # Eq. 10 on the chosen heads' ρ (Eq. 9)
@@ -186,12 +239,12 @@ class SparsityLoss:
 
         sample_size = total("sample_size")
         keys = set().union(*(log.keys() for log in logging_outputs)) if logging_outputs else set()
-        for name in PENALTIES:
+        for name in penalty_names():
             if name in keys and sample_size > 0:
                 metrics.log_scalar(name, total(name) / sample_size / math.log(2), sample_size, round=4)
-        rates = dict(RATES)
-        rates.update({k[:-4]: (k, k[:-4] + "_count") for k in keys if k.startswith("rho_l") and k.endswith("_sum")})
-        for name, (num, den) in sorted(rates.items()):
+        logged = rates()
+        logged.update({k[:-4]: (k, k[:-4] + "_count") for k in keys if k.startswith("rho_l") and k.endswith("_sum")})
+        for name, (num, den) in sorted(logged.items()):
             if num in keys and total(den) > 0:
                 metrics.log_scalar(name, total(num) / total(den), total(den), round=6)
 
@@ -223,23 +276,12 @@ def _upscale(m: Tensor, size: int = 128) -> Tensor:
 
 
 def mask_images(terms: SparsityTerms, n: int) -> Dict[str, Tensor]:
-    """One (H, W) heatmap in [0, 1] per learned head: P = sigmoid(α) of each
-    DAM mask at length n (once per mask when layers share it, named by its
-    first layer), and each ``aaa`` layer's pattern for the batch's first
-    sentence."""
-    images, seen = {}, set()
-    for layer, m in enumerate(terms.modules, start=1):
-        for d, h in zip(m.dam, m.plan.dam_heads):
-            if id(d) not in seen:
-                seen.add(id(d))
-                images[f"masks/l{layer}_h{h + 1}_{m.plan.masks[h]}_P"] = _upscale(
-                    d.matrix(min(n, d.max_len), "prob").cpu())
-    for layer, rec in enumerate(terms.records, start=1):
-        plan = rec.module.plan
-        if plan.aaa_heads:
-            first = rec.learned[0, len(plan.dam_heads)]  # (T, S)
-            if rec.padding_mask is not None:
-                real = ~rec.padding_mask[0]
-                first = first[real][:, real]
-            images[f"masks/l{layer}_aaa"] = _upscale(first.detach().float().cpu())
+    """One (H, W) heatmap in [0, 1] per learned head, as its kind draws it
+    (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.images`: P =
+    sigmoid(α) of each DAM mask at length n, once per mask when layers share
+    it; each ``aaa`` layer's pattern for the batch's first sentence)."""
+    images = {}
+    for key, uses in terms.uses.items():
+        for tag, img in LEARNED_KINDS[key].images(uses, n).items():
+            images[tag] = _upscale(img.detach().float().cpu())
     return images

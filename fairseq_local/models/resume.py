@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 from ..checkpoint_compat import EXTRA_STATE
 from ..errors import ResumeError
 from ..attention.layout import format_layout, parse_layout
-from ..attention.learned import DamSpec, LearnedMask
+from ..attention.learned import LearnedMask, kinds_in
 from ..attention.masks import FileMask
 from ..attention.config import attention_config, resolved
 from ..attention.gates import parse_decoder_gates
@@ -58,9 +58,10 @@ def _file_digest(path: Optional[str]) -> str:
 def model_signature(cfg: Any) -> Dict[str, str]:
     """The options that define a model's encoder attention, as strings:
     always the arch, layout (canonical) and mask mode; BERT's segment
-    embedding when on (``--segment-embeddings``); the DAM options with
-    DAM heads, C with learned masks, the decoder's gated attention types
-    (``--decoder-gates``), the hard-concrete constants with gated heads, and the mask file's digest with ``file`` heads.  ``cfg`` is a
+    embedding when on (``--segment-embeddings``); what each learned kind
+    adds (its options; DAM's mask length), C with learned masks, the
+    decoder's gated attention types (``--decoder-gates``), the hard-concrete
+    constants with gated heads, and the mask file's digest with ``file`` heads.  ``cfg`` is a
     fairseq model config (namespace, omegaconf or dict) with arch defaults
     applied."""
     get = _getter(cfg)
@@ -74,10 +75,8 @@ def model_signature(cfg: Any) -> Dict[str, str]:
     heads = [h for layer in layout for h in layer.heads]
     sig = {"arch": arch, "attn_layout": format_layout(layout), "mask_mode": str(options.mask_mode)}
     names: List[str] = []
-    if any(isinstance(h.mask, DamSpec) for h in heads):
-        names += ["dam_per_layer", "dam_estimator", "dam_no_noise"]
-        sig["dam_max_len"] = str(options.dam_max_len or get("max_source_positions", None)
-                                 or get("max_positions", None) or "-")
+    for kind in kinds_in(h.mask for h in heads):
+        sig.update(kind.signature(options, get))
     if any(isinstance(h.mask, LearnedMask) for h in heads):
         names.append("mask_neg")
     if decoder_gates:

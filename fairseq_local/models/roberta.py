@@ -35,12 +35,12 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_hasattr
 
 from ..errors import OptionError
-from ..attention.learned import AxisSelector
 from ..attention.config import add_attention_args, set_attention_defaults
 from ..attention.penalties import SparsityTerms
 from .archs import ROBERTA_ARCHS
 from .resume import check_resume, model_signature, saved_signature
-from .transformer import LocalTransformerEncoder, dummy_dictionary, mask_position_limits, register_named_archs
+from .transformer import (LocalTransformerEncoder, dummy_dictionary, local_encoder, mask_position_limits,
+                          register_named_archs)
 
 
 def segment_ids(tokens: torch.Tensor, eos: int) -> torch.Tensor:
@@ -116,10 +116,10 @@ class LocalRobertaModel(RobertaModel):
     def __init__(self, args, encoder: LocalRobertaEncoder) -> None:
         super().__init__(args, encoder)
         # RobertaModel.__init__ re-initialises every nn.Linear (init_bert_params);
-        # the AAA selector keeps its own initialisation.
-        for module in self.modules():
-            if isinstance(module, AxisSelector):
-                module.reset_parameters()
+        # each learned kind's module keeps its own initialisation.
+        for attn in local_encoder(self).attention_modules():
+            for g in attn.plan.learned:
+                g.kind.reinit(attn.learned[g.kind.key])
 
     @staticmethod
     def add_args(parser) -> None:

@@ -37,6 +37,7 @@ from ..attention.penalties import SparsityTerms, sparsity_terms
 from ..errors import OptionError
 from .archs import NAMED_ARCHS
 from ..attention.gates import parse_decoder_gates
+from ..attention.learned.kind import upgrade_learned_keys
 from .decoder import GatedTransformerDecoder
 from .resume import EXTRA_STATE, check_resume, model_signature, saved_signature, sync_learned
 
@@ -122,6 +123,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
         lacks keep their initial values (gates or AAA fine-tuned from a trained
         model, Voita et al. 2019 and Adaptive Axis Attention)."""
         super().upgrade_state_dict_named(state_dict, name)
+        upgrade_learned_keys(state_dict)  # saved before learned kinds
         prefix = f"{name}." if name else ""
         own = self.state_dict()
         state_dict.setdefault(prefix + EXTRA_STATE, own[EXTRA_STATE])  # saved before signatures
@@ -229,9 +231,10 @@ class LocalTransformerModel(TransformerModel):
 
 
 def mask_position_limits(modules) -> List[int]:
-    """The lengths that the DAM masks and ``file`` masks of attention
-    ``modules`` cover (a longer sentence cannot be attended)."""
-    limits = [d.max_len for m in modules for d in m.dam]
+    """The lengths that the learned kinds' masks (a DAM mask's maximum length)
+    and ``file`` masks of attention ``modules`` cover (a longer sentence cannot be attended)."""
+    limits = [lim for m in modules for g in m.plan.learned
+              for lim in [g.kind.position_limit(m.learned[g.kind.key])] if lim is not None]
     limits += [f.entry()["matrix"].shape[0] for m in modules for f in m.plan.fixed_masks if isinstance(f, FileMask)]
     return limits
 

@@ -151,10 +151,10 @@ def bigbird(lengths: Sequence[int], window: int, globals_: int, randoms: int, se
 def dam_heads(checkpoint: str) -> Dict[str, object]:
     """{"L.H": DamMask} of a checkpoint (heads sharing α share one DamMask)."""
     from ..checkpoint_compat import read_checkpoint
-    from ..cli.export import dam_masks
+    from ..cli.export import learned_masks
 
     cfg, state = read_checkpoint(checkpoint)
-    return {f"{l}.{h}": m for (l, h), m in dam_masks(cfg, state).items()}
+    return {f"{l}.{h}": m for (l, h), m in learned_masks(cfg, state).items()}
 
 
 def build_masks(args: argparse.Namespace) -> Dict[str, dict]:

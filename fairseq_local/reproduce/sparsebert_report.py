@@ -32,10 +32,10 @@ def dam_heads(ckpt: Path) -> Optional[list]:
     if not ckpt.is_file():
         return None
     from ..checkpoint_compat import read_checkpoint
-    from ..cli.export import dam_masks
+    from ..cli.export import learned_masks
 
     cfg, state = read_checkpoint(str(ckpt))
-    masks = list({id(m): m for m in dam_masks(cfg, state).values()}.values())
+    masks = list({id(m): m for m in learned_masks(cfg, state).values()}.values())
     return masks or None
 
 

@@ -52,7 +52,7 @@ def test_sweep_pretrains_finetunes_and_evaluates(bert):
         assert list((runs / arch / "len32" / "tb" / "train").glob("events.*"))
         assert list((runs / arch / "glue" / "SST-2" / "tb" / "valid").glob("events.*"))
     ckpt = torch.load(runs / "roberta_dam_s" / "glue" / "SST-2" / "checkpoint_last.pt", weights_only=False)
-    assert any(".self_attn.dam." in k for k in ckpt["model"])  # DAM went on learning while fine-tuning
+    assert any(".self_attn.learned.dam." in k for k in ckpt["model"])  # DAM went on learning while fine-tuning
     table = (runs / "table4.md").read_text()
     # d = 48, d_h = 4: one tied Wq/Wk (2 x 4 x 48), Wv/Wo in 12 layers (12 x 2 x 48^2), 24 untied heads' Wq/Wk
     assert f"| All Band6 120Tied | roberta_band6_120_tied | {384 + 55_296 + 24 * 384:,} |" in table

@@ -126,9 +126,9 @@ def test_export_two_stage_finetune_and_generate(tiny_data, tmp_path):
     ckpt = torch.load(stage1 / "checkpoint_last.pt", weights_only=False)
     torch.manual_seed(0)
     for h in range(8):
-        alpha = torch.randn_like(ckpt["model"][f"encoder.layers.0.self_attn.dam.{h}.alpha"])
+        alpha = torch.randn_like(ckpt["model"][f"encoder.layers.0.self_attn.learned.dam.{h}.alpha"])
         for layer in range(6):
-            ckpt["model"][f"encoder.layers.{layer}.self_attn.dam.{h}.alpha"] = alpha
+            ckpt["model"][f"encoder.layers.{layer}.self_attn.learned.dam.{h}.alpha"] = alpha
     torch.save(ckpt, stage1 / "checkpoint_last.pt")
     for args, method in [([], "hard"), (["--prune", "90", "--n", "20"], "prune-90")]:
         out = run(["python", "-m", "fairseq_local.cli.export", str(stage1 / "checkpoint_last.pt"),
@@ -137,7 +137,7 @@ def test_export_two_stage_finetune_and_generate(tiny_data, tmp_path):
         assert "--attn-layout '[file*8]*6'" in out.stdout
         assert (tmp_path / f"{method}.png").read_bytes()[:4] == b"\x89PNG"
     hard = torch.load(tmp_path / "hard.pt", weights_only=True)
-    alpha0 = ckpt["model"]["encoder.layers.0.self_attn.dam.0.alpha"]
+    alpha0 = ckpt["model"]["encoder.layers.0.self_attn.learned.dam.0.alpha"]
     i, j = torch.triu_indices(128, 128)
     assert hard["masks"]["3.0"]["matrix"].shape == (128, 128)  # --dam-max-len
     assert torch.equal(hard["masks"]["3.0"]["matrix"][i, j], alpha0[i * 128 - i * (i - 1) // 2 + j - i] > 0)

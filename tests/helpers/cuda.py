@@ -63,9 +63,9 @@ def layer(name: str, mode: str, impl: str, seed: int = 0, max_len: int = 256):
         for pname, p in attn.named_parameters():
             if pname.endswith("alpha"):  # DAM α, gate log α
                 p.add_(torch.where(p >= 0, 0.5, -0.5))
-        if attn.axis is not None:  # AAA: rows on, columns off, whatever the token
-            attn.axis.fc.weight.mul_(1e-3)
-            attn.axis.fc.bias.copy_(torch.tensor([12.0, -12.0]))  # k = n rows, 0 columns
+        if "aaa" in attn.learned:  # AAA: rows on, columns off, whatever the token
+            attn.learned["aaa"].fc.weight.mul_(1e-3)
+            attn.learned["aaa"].fc.bias.copy_(torch.tensor([12.0, -12.0]))  # k = n rows, 0 columns
     return attn
 
 

@@ -124,7 +124,8 @@ class PenaltySpy:
     def tensors(self) -> Dict[str, torch.Tensor]:
         """The penalty terms of the last forward pass (only those the model has)."""
         t = self.terms
-        found = {name: getattr(t, name) for name in ("dam", "aaa_rho", "gate") if getattr(t, name) is not None}
+        found = {**t.penalties, "aaa_rho": t.hinge_rho("aaa"), "gate": t.gate}
+        found = {name: v for name, v in found.items() if v is not None}
         if isinstance(self.total, torch.Tensor):
             found["total"] = self.total
         return found

@@ -24,6 +24,11 @@ pattern has parameters (head gates are in :mod:`fairseq_local.attention.gates`).
   default) so no row is empty.  Evaluation keeps, per sentence, the
   round(Σ sigmoid(logit)) real tokens of highest logit (:func:`.axis.expected_topk`):
   as many axes as training keeps on average.
+* Each is one learned kind (:mod:`.kind`): a :class:`LearnedKind` class,
+  registered with :func:`register_learned_kind`, that builds its parameter
+  module, realises M, counts it, and gives its penalty, options, resume
+  signature and export; :class:`DamSpec` (``dam``) and
+  :class:`AxisAdaptiveSpec` (``aaa``) are the two built in.
 * The Gumbel noise and estimators (:mod:`.noise`) and the temperature
   schedule :class:`TauSchedule` (:mod:`.tau`).
 
@@ -37,11 +42,15 @@ update number, which fairseq hands to every module through
 ``set_num_updates``.
 """
 
-from ..masks.learned import AxisAdaptiveSpec, DamSpec, LearnedMask  # registers dam-u, dam-s, aaa
-from .axis import AxisSelector
-from .dam import DAM_ESTIMATORS, DamMask
+from ..masks.learned import LearnedMask
+from .kind import (LEARNED_KINDS, Exportable, KindBuild, KindUse, LearnedKind, Realised, kinds_in,
+                   register_learned_kind, unregister_learned_kind, upgrade_learned_keys)
+from .dam import DAM_ESTIMATORS, DamMask, DamSpec  # registers the kind dam (dam-u, dam-s)
+from .axis import AxisAdaptiveSpec, AxisSelector  # registers the kind aaa
 from .noise import gumbel_noise_difference, gumbel_sigmoid, scale_grad
 from .tau import TAU_SCHEDULES, TauSchedule
 
-__all__ = ["AxisAdaptiveSpec", "AxisSelector", "DAM_ESTIMATORS", "DamMask", "DamSpec", "LearnedMask",
-           "TAU_SCHEDULES", "TauSchedule", "gumbel_noise_difference", "gumbel_sigmoid", "scale_grad"]
+__all__ = ["AxisAdaptiveSpec", "AxisSelector", "DAM_ESTIMATORS", "DamMask", "DamSpec", "Exportable", "KindBuild",
+           "KindUse", "LEARNED_KINDS", "LearnedKind", "LearnedMask", "Realised", "TAU_SCHEDULES", "TauSchedule",
+           "gumbel_noise_difference", "gumbel_sigmoid", "kinds_in", "register_learned_kind", "scale_grad",
+           "unregister_learned_kind", "upgrade_learned_keys"]

@@ -1,12 +1,17 @@
 """The axis selector of Adaptive Axis Attention (Wang et al. 2022, §4.2,
 Eq. 11–12): per token, a row and a column indicator, and the pattern
-B OR ``local-W`` they make."""
+B OR ``local-W`` they make (:class:`AxisSelector`); the learned kind ``aaa``
+that realises it (:class:`AxisAdaptiveSpec`)."""
 
-from typing import Dict, Optional
+from dataclasses import dataclass
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
 
+from ..masks.patterns import OffsetMask
+from ..masks.registry import int_params
+from .kind import KindBuild, KindUse, LearnedKind, Realised, register_learned_kind
 from .noise import gumbel_sigmoid
 
 
@@ -184,3 +189,79 @@ def _load_effective(module: AxisSelector, state_dict: Dict[str, Tensor], prefix:
         for name in _EFFECTIVE:
             if prefix + name in state_dict:
                 state_dict[prefix + name] = state_dict[prefix + name] / module.lr_scale
+
+
+@register_learned_kind("aaa", ("aaa", "aaa[-W]"))
+@dataclass(frozen=True)
+class AxisAdaptiveSpec(LearnedKind):
+    """The learned kind ``aaa`` / ``aaa-W``: Adaptive Axis Attention's
+    pattern B (Eq. 12) OR ``local-W`` (W = 2), from one :class:`AxisSelector`
+    per layer, entering before the softmax as C·(1 − B) whatever the mask
+    mode (Eq. 5).  It has no penalty of its own: the hinge of Eq. 10 reads
+    its ρ (``--aaa-alpha``, ``--aaa-target``)."""
+
+    window: int = 2
+    options = ()
+    rates = {"aaa_rho": ("aaa_rho_sum", "aaa_count"), "aaa_rows": ("aaa_rows", "aaa_tokens"),
+             "aaa_cols": ("aaa_cols", "aaa_tokens")}
+    legacy = "axis"
+
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> "AxisAdaptiveSpec":
+        if not params:
+            return cls()
+        (w,) = int_params(params, ("W", 0))
+        return cls(w)
+
+    def __str__(self) -> str:
+        return "aaa" if self.window == 2 else f"aaa-{self.window}"
+
+    def before_softmax(self, mode: str) -> bool:
+        return True
+
+    @property
+    def local(self) -> OffsetMask:
+        """The ``local-W`` mask OR-ed into the pattern."""
+        return OffsetMask("local", -self.window, self.window)
+
+    @classmethod
+    def build(cls, b: KindBuild, layer: Optional[int], heads: Sequence[Tuple[int, LearnedKind]]) -> nn.Module:
+        return AxisSelector(b.embed_dim, b.cfg.aaa_lr_scale)
+
+    @classmethod
+    def realise(cls, params: nn.Module, specs: Sequence[LearnedKind], x: Tensor, positions: Tensor, tau: float,
+                padding_mask: Optional[Tensor]) -> Realised:
+        """M of each head: B OR its ``local-W``; ``extra``: I_r, I_c (2, B, T)."""
+        ind = params.indicators(x, tau, padding_mask)
+        return Realised(torch.stack([params.pattern(ind, s.local.dense(positions, positions)) for s in specs], 1),
+                        ind)
+
+    @classmethod
+    def kept(cls, params: nn.Module, specs: Sequence[LearnedKind], realised: Realised, real: Tensor) -> Tensor:
+        """|B OR local-W| from the indicators alone, O(B·T) (:meth:`AxisSelector.pattern_count`)."""
+        return torch.cat([AxisSelector.pattern_count(realised.extra, real, s.window)[:, None] for s in specs], 1)
+
+    @classmethod
+    def penalty(cls, cfg: Any, uses: Sequence[KindUse]) -> Tuple[Optional[Tensor], Dict[str, object]]:
+        """No penalty; logs ρ of the ``aaa`` heads and the active rows and columns."""
+        log: Dict[str, object] = {}
+        rho, count = 0.0, 0
+        for use in uses:
+            rho = rho + use.rho.sum()
+            count += use.rho.shape[0] * use.rho.shape[1]
+            on = (use.realised.extra > 0.5) & use.real.unsqueeze(0)  # (2, B, T)
+            rows, cols = on.sum((1, 2)).float().unbind(0)
+            for key, value in (("aaa_rows", rows), ("aaa_cols", cols), ("aaa_tokens", use.real.sum())):
+                log[key] = log.get(key, 0.0) + value
+        if count:
+            log["aaa_rho_sum"], log["aaa_count"] = rho.detach(), float(count)
+        return None, log
+
+    @classmethod
+    def images(cls, uses: Sequence[KindUse], n: int) -> Dict[str, Tensor]:
+        """Each layer's first ``aaa`` head's pattern for the batch's first sentence."""
+        out = {}
+        for use in uses:
+            real = use.real[0]
+            out[f"masks/l{use.layer}_aaa"] = use.realised.masks[0, 0][real][:, real]
+        return out

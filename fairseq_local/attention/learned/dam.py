@@ -1,15 +1,21 @@
 """SparseBERT's Differentiable Attention Mask (Shi et al. 2021, §3.1, §4.1,
-Algorithm 1, Eq. 3–5): the α of one DAM head and the mask M(α) it samples."""
+Algorithm 1, Eq. 3–5): the α of one DAM head and the mask M(α) it samples
+(:class:`DamMask`), and the learned kind ``dam`` (``dam-u``, ``dam-s``) that
+realises it (:class:`DamSpec`)."""
 
 import weakref
-from typing import Dict, Optional, Tuple
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor, nn
 
+from ...errors import OptionError
 from ..context import memoised
 from ..masks import MaskSpecError
-from .noise import gumbel_noise_difference, gumbel_sigmoid
+from ..masks.registry import no_params
+from .kind import KindBuild, KindUse, LearnedKind, Realised, register_learned_kind
+from .noise import gumbel_noise_difference, gumbel_sigmoid, scale_grad
 
 DAM_ESTIMATORS = ("hard", "soft")
 AUTHORS_LEN = 128  # SparseBERT's n (§3.1.1), the length their λ (Eq. 5, Table 3) was tuned for
@@ -73,6 +79,15 @@ class DamMask(nn.Module):
         self.noise: Optional[Tensor] = None  # this update's G1 − G2, one per α
         self.register_state_dict_post_hook(_save_effective)
         self.register_load_state_dict_pre_hook(_load_effective)
+
+    @property
+    def ends(self) -> bool:
+        """``dam-s`` keeps its first and last rows and columns on."""
+        return self.structured
+
+    @property
+    def kind(self) -> str:
+        return "dam-s" if self.structured else "dam-u"
 
     def effective_alpha(self, idx: Optional[Tensor] = None) -> Tensor:
         """The effective α = s·α' (at indices ``idx``; None: all), float32,
@@ -222,3 +237,124 @@ def _load_effective(module: DamMask, state_dict: Dict[str, Tensor], prefix: str,
     key = prefix + "alpha"
     if module.lr_scale != 1.0 and key in state_dict:
         state_dict[key] = state_dict[key] / module.lr_scale
+
+
+@register_learned_kind("dam", ("dam-u", "dam-u"), ("dam-s", "dam-s"))
+@dataclass(frozen=True)
+class DamSpec(LearnedKind):
+    """The learned kind ``dam``: ``dam-u`` (unstructured) or ``dam-s``
+    (structured) heads, one :class:`DamMask` per head index shared by all
+    layers (SparseBERT §3.1) or per (layer, head) with ``--dam-per-layer``.
+    M enters before the softmax in ``pre`` mode (the authors' code) and
+    multiplies it in ``post`` mode (Eq. 4); its penalty is the L1 term of
+    Eq. 5 (:func:`dam_penalty`), weighed by ``--dam-lambda``."""
+
+    structured: bool
+    options = ("dam_per_layer", "dam_estimator", "dam_no_noise")
+    weight = "dam_lambda"
+    rates = {"dam_density": ("dam_density_sum", "dam_count")}
+    legacy = "dam"
+
+    @classmethod
+    def from_params(cls, kind: str, params: List[str]) -> "DamSpec":
+        no_params(kind, params)
+        return cls(kind == "dam-s")
+
+    def __str__(self) -> str:
+        return "dam-s" if self.structured else "dam-u"
+
+    @classmethod
+    def build(cls, b: KindBuild, layer: Optional[int], heads: Sequence[Tuple[int, LearnedKind]]) -> nn.Module:
+        cfg = b.cfg
+        if cfg.dam_max_len and b.max_positions and cfg.dam_max_len > b.max_positions:
+            raise OptionError(f"--dam-max-len {cfg.dam_max_len} is longer than the model's {b.max_positions} "
+                              f"positions: no sentence reaches the rest of the mask (it would cost "
+                              f"--dam-max-len² entries); use at most {b.max_positions}")
+        max_len = cfg.dam_max_len or b.max_positions
+        if not max_len:
+            raise OptionError("dam-u/dam-s heads need --dam-max-len or the model's maximum positions")
+        masks = []
+        for h, spec in heads:
+            key = f"dam:{spec}.H{h}" + (f".L{layer}" if cfg.dam_per_layer and layer is not None else "")
+            if key not in b.shared:
+                b.shared[key] = DamMask(spec.structured, max_len, init=cfg.dam_init, init_std=cfg.dam_init_std,
+                                        estimator=str(cfg.dam_estimator), noise=not cfg.dam_no_noise,
+                                        lr_scale=cfg.dam_lr_scale)
+            masks.append(b.shared[key])
+        return nn.ModuleList(masks)
+
+    @classmethod
+    def realise(cls, params: nn.Module, specs: Sequence[LearnedKind], x: Tensor, positions: Tensor, tau: float,
+                padding_mask: Optional[Tensor]) -> Realised:
+        return Realised(torch.stack([d.gather(positions, positions, tau, padding_mask) for d in params], 1))
+
+    @classmethod
+    def penalty(cls, cfg: Any, uses: Sequence[KindUse]) -> Tuple[Optional[Tensor], Dict[str, object]]:
+        """SparseBERT's L1 term (Eq. 5) in the convention of ``--dam-l1``:
+        ``sum``, ‖M‖₁ of each distinct mask at ``max_len`` times (128/max_len)²
+        (:meth:`DamMask.scaled_l1`, the authors' code at their n = 128), or
+        ``density``, the mean over sentences and heads of ‖M‖₁/N².  In ``pre``
+        mode its gradient is divided by |C|, as the task's is (C·(1 − M))."""
+        density, count = 0.0, 0
+        for use in uses:
+            density = density + (1.0 - use.rho).sum()
+            count += use.rho.shape[0] * use.rho.shape[1]
+        if not count:
+            return None, {}
+        if cfg.dam_l1 == "density":
+            term = density / count
+        else:
+            masks = {id(d): (d, use.tau) for use in uses for d in use.params}
+            term = sum(d.scaled_l1(tau) for d, tau in masks.values())
+        pre = [u for u in uses if u.specs[0].before_softmax(u.mode)]
+        if pre:
+            term = scale_grad(term, 1.0 / abs(pre[0].mask_neg))
+        return term, {"dam_density_sum": density.detach(), "dam_count": float(count)}
+
+    @classmethod
+    def signature(cls, options: Any, get: Callable[[str, Any], Any]) -> Dict[str, str]:
+        sig = super().signature(options, get)
+        sig["dam_max_len"] = str(options.dam_max_len or get("max_source_positions", None)
+                                 or get("max_positions", None) or "-")
+        return sig
+
+    @classmethod
+    def position_limit(cls, params: nn.Module) -> Optional[int]:
+        return min((d.max_len for d in params), default=None)
+
+    @classmethod
+    def images(cls, uses: Sequence[KindUse], n: int) -> Dict[str, Tensor]:
+        """P = sigmoid(α) of each distinct mask at length n, named by its first layer."""
+        out, seen = {}, set()
+        for use in uses:
+            for d, h, spec in zip(use.params, use.heads, use.specs):
+                if id(d) not in seen:
+                    seen.add(id(d))
+                    out[f"masks/l{use.layer}_h{h + 1}_{spec}_P"] = d.matrix(min(n, d.max_len), "prob")
+        return out
+
+    @classmethod
+    def exportable(cls, layout: Sequence[Any], state: Mapping[str, Tensor],
+                   prefix: str) -> Dict[Tuple[int, int], DamMask]:
+        """The checkpoint's DAM heads, {(layer, head): DamMask} (0-based),
+        with their trained α (``{prefix}{l}.self_attn.learned.dam.{k}.alpha``,
+        the k-th DAM head of layer l); heads sharing α share one DamMask."""
+        out: Dict[Tuple[int, int], DamMask] = {}
+        by_storage: Dict[int, DamMask] = {}
+        for l, layer in enumerate(layout):
+            heads = [h for h, m in enumerate(layer.masks) if isinstance(m, DamSpec)]
+            for k, h in enumerate(heads):
+                key = f"{prefix}{l}.self_attn.learned.dam.{k}.alpha"
+                if key not in state:
+                    raise ValueError(f"checkpoint has no '{key}' for head {h + 1} of layer {l + 1}")
+                alpha = state[key]
+                ptr = alpha.untyped_storage().data_ptr()
+                if ptr not in by_storage:
+                    structured = layer.masks[h].structured
+                    size = alpha.numel()
+                    max_len = size if structured else int(((8 * size + 1) ** 0.5 - 1) / 2)
+                    mask = DamMask(structured, max_len)
+                    mask.alpha.data.copy_(alpha.float())
+                    by_storage[ptr] = mask.eval()
+                out[(l, h)] = by_storage[ptr]
+        return out

@@ -82,7 +82,8 @@ the rule as a closure over it.  Unions OR their parts' rules.  Where the
 classes live: ``global`` in :mod:`.base` (``global-G`` in :mod:`.patterns`),
 the local, offset and position kinds in :mod:`.patterns`, the random kinds in
 :mod:`.seeded`, ``file`` (and the mask-file format: :func:`write_mask_file`,
-:func:`load_mask_file`) in :mod:`.file`, the learned specs in :mod:`.learned`.
+:func:`load_mask_file`) in :mod:`.file`, the learned specs' base in :mod:`.learned` (the learned kinds
+themselves are in :mod:`fairseq_local.attention.learned`).
 
 :meth:`HeadMask.pair_count` is the number of allowed pairs at length n (|M|
 of Adaptive Axis Attention, Eq. 9): in closed form for ``global`` and the
@@ -97,11 +98,11 @@ from .patterns import (AxisMask, DiagonalMask, FixedMask, GlobalTokensMask, LogS
                        StarMask, StridedMask)
 from .seeded import BigBirdMask, LongformerMask, RandomDropMask, RandomMask, RandomWangMask, SeededMask
 from .file import MASK_FILE_FORMAT, FileMask, load_mask_file, write_mask_file
-from .learned import AxisAdaptiveSpec, DamSpec, LearnedMask
+from .learned import LearnedMask
 from .flex_rule import MaskMod, flex_positions, mask_mod
 
 __all__ = [
-    "AxisAdaptiveSpec", "AxisMask", "BigBirdMask", "DamSpec", "DiagonalMask", "FileMask", "FixedMask", "GlobalMask",
+    "AxisMask", "BigBirdMask", "DiagonalMask", "FileMask", "FixedMask", "GlobalMask",
     "GlobalTokensMask", "HeadMask", "LearnedMask", "LogSparseMask", "LongformerMask", "MASK_FILE_FORMAT",
     "MASK_KINDS", "MaskMod", "MaskSpecError", "NoDiagMask", "OffsetMask", "OrMask", "PositionMask",
     "RandomDropMask", "RandomMask", "RandomWangMask", "RelativeMask", "Rule", "SeededMask", "StarMask",

@@ -60,7 +60,7 @@ def test_records_go_to_the_innermost_list_that_was_opened():
     assert len(outer.records) == 2 and len(inner.records) == 1
     rec = inner.records[0]
     assert rec.module is attn and rec.padding_mask is pad and (rec.T, rec.B) == (7, 2)
-    assert rec.learned.shape == (2, 2, 7, 7) and rec.indicators.shape == (2, 2, 7)
+    assert rec.learned.shape == (2, 2, 7, 7) and rec.realised["aaa"].extra.shape == (2, 2, 7)
 
 
 @pytest.mark.parametrize("mode", ["post", "pre"])
@@ -161,19 +161,20 @@ def test_memoised_shares_within_a_memo_by_key_and_anchor():
 
 def test_entering_a_training_context_draws_the_noise_as_the_encoder_did():
     """One draw per distinct DAM mask, in first-use order, on entry: the
-    same RNG calls as a loop over {id(d): d for a in modules for d in a.dam}."""
+    same RNG calls as a loop over {id(d): d for a in modules for d in a.learned["dam"]}."""
     enc = build_encoder("transformer_local", dict(SMALL, attn_layout="[dam-s,dam-u,global,global]*6",
                                                   encoder_attention_heads=4)).train()
     modules = enc.attention_modules()
     torch.manual_seed(3)
     with attention_context(sample_noise=modules):
-        drawn = [d.noise for d in modules[0].dam]
+        drawn = [d.noise for d in modules[0].learned["dam"]]
         after = torch.rand(3)
-    assert all(d.noise is modules[0].dam[i].noise for m in modules for i, d in enumerate(m.dam))
+    assert all(d.noise is modules[0].learned["dam"][i].noise
+               for m in modules for i, d in enumerate(m.learned["dam"]))
     torch.manual_seed(3)
-    for d in {id(d): d for a in modules for d in a.dam}.values():
+    for d in {id(d): d for a in modules for d in a.learned["dam"]}.values():
         d.resample()
-    assert all(torch.equal(a, d.noise) for a, d in zip(drawn, modules[0].dam))
+    assert all(torch.equal(a, d.noise) for a, d in zip(drawn, modules[0].learned["dam"]))
     assert torch.equal(after, torch.rand(3))
     torch.manual_seed(4)
     with attention_context(sample_noise=()):  # nothing to draw: the generator is untouched

@@ -7,7 +7,7 @@ import argparse
 import pytest
 import torch
 
-from fairseq_local.attention import DamMask
+from fairseq_local.attention.learned import DamMask
 from fairseq_local.attention.config import AttentionConfig, validate
 from fairseq_local.attention.learned import scale_grad
 from fairseq_local.cli.export import main as export_main

@@ -48,13 +48,13 @@ def test_section_3_1_flags_give_eq4_with_p():
     """``--dam-no-noise --mask-mode post`` with the default estimator: the
     head's weights are softmax(S) ⊙ P, P = sigmoid(α) (SparseBERT Eq. 3–4)."""
     attn = make_attention(["dam-u", "global"], mode="post", embed_dim=D, std=0.5, dam_no_noise=True).train()
-    assert attn.dam[0].estimator == "hard"  # the default
+    assert attn.learned["dam"][0].estimator == "hard"  # the default
     n = 6
     torch.manual_seed(1)
     x = torch.randn(n, 1, D)
     with attention_context(records=True) as ctx:
         _, w = attn(x, need_head_weights=True)
-    p = attn.dam[0].matrix(n, "prob")  # (n, n) sigmoid(α)
+    p = attn.learned["dam"][0].matrix(n, "prob")  # (n, n) sigmoid(α)
     assert torch.allclose(ctx.records[0].learned[0, 0], p, atol=1e-7, rtol=0)
     q, k, _ = attn.project(x)
     s = (q @ k.transpose(-1, -2) * attn.scaling)[0, 0]
@@ -84,7 +84,7 @@ def encoder_dam_term(max_len: int, layout: str) -> float:
     enc.train()
     tokens = torch.tensor([[5, 6, 7, 8, 2], [1, 1, 9, 10, 2]])
     out = enc(tokens, torch.tensor([5, 3]))
-    return float(enc.sparsity_terms(out["sparsity"]).dam)
+    return float(enc.sparsity_terms(out["sparsity"]).penalties["dam"])
 
 
 def test_the_models_dam_term_does_not_grow_with_dam_max_len():
@@ -101,4 +101,4 @@ def test_density_convention_is_unchanged():
     with attention_context(records=True) as ctx:
         attn(torch.randn(5, 2, D))
     terms = sparsity_terms(AttentionConfig(dam_l1="density"), [attn], ctx.records)
-    assert float(terms.dam) == pytest.approx(sigmoid(0.4), rel=1e-6)  # mean of ‖M‖₁/N² = P
+    assert float(terms.penalties["dam"]) == pytest.approx(sigmoid(0.4), rel=1e-6)  # mean of ‖M‖₁/N² = P

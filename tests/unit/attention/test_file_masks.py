@@ -27,12 +27,12 @@ def randomised(mask: DamMask, seed: int = 0) -> DamMask:
 @pytest.mark.parametrize("kind", ["dam-u", "dam-s"])
 def test_exported_hard_mask_reloads_as_the_same_fixed_mask(tmp_path, mode, kind):
     attn = make_attention([kind, kind, "band-1", "global"], mode=mode, embed_dim=D, std=1.0, max_len=12)
-    masks = {(0, 0): attn.dam[0], (0, 1): attn.dam[1]}
+    masks = {(0, 0): attn.learned["dam"][0], (0, 1): attn.learned["dam"][1]}
     path = tmp_path / "masks.pt"
     write_mask_file(path, export(masks, None, None))
     fixed = make_attention(["file-0.0", "file-0.1", "band-1", "global"], mode=mode, embed_dim=D, std=0,
                            mask_file=str(path))
-    fixed.load_state_dict({k: v for k, v in attn.state_dict().items() if not k.startswith("dam.")})
+    fixed.load_state_dict({k: v for k, v in attn.state_dict().items() if not k.startswith("learned.dam.")})
     for left_pad in (True, False):
         torch.manual_seed(1)
         lengths = [9, 4, 1]

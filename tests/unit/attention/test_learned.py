@@ -181,7 +181,7 @@ def scores_and_values(attn, x):
 def test_dam_pre_mode_is_additive_before_softmax_and_post_is_eq4(mode):
     attn = make_attention(["dam-u", "dam-s", "global", "band-1"], mode=mode, embed_dim=D, std=0.5).train()
     x, _ = padded([6], left_pad=True)
-    for d in attn.dam:
+    for d in attn.learned["dam"]:
         d.resample()
     with attention_context(records=True) as ctx:
         _, w = attn(x, need_head_weights=True)
@@ -208,7 +208,7 @@ def test_dam_paper_literal_soft_mask_after_softmax():
     s, _ = scores_and_values(attn, x)
     assert torch.allclose(w[0, 0], torch.softmax(s[0, 0], -1) * m[0], atol=1e-6)
     w[:2].sum().backward()
-    assert all(d.alpha.grad.abs().sum() > 0 for d in attn.dam)
+    assert all(d.alpha.grad.abs().sum() > 0 for d in attn.learned["dam"])
 
 
 # ----------------------------------------------------------------------- AAA
@@ -218,9 +218,9 @@ def far_from_zero(attn, x):
     """Make the AAA logits ±1000·sign(x₀): rows where x₀ > 0, columns where x₀ < 0."""
     with torch.no_grad():
         x[..., 0] = torch.where(x[..., 0] > 0, 1.0, -1.0)
-        attn.axis.fc.weight.zero_()
-        attn.axis.fc.weight[0, 0], attn.axis.fc.weight[1, 0] = 1000.0, -1000.0
-        attn.axis.fc.bias.zero_()
+        attn.learned["aaa"].fc.weight.zero_()
+        attn.learned["aaa"].fc.weight[0, 0], attn.learned["aaa"].fc.weight[1, 0] = 1000.0, -1000.0
+        attn.learned["aaa"].fc.bias.zero_()
 
 
 @pytest.mark.parametrize("mode", ["post", "pre"])
@@ -241,16 +241,16 @@ def test_aaa_indicators_are_straight_through_and_the_fc_layer_learns():
     x, pad = padded([7, 5], left_pad=False)
     with attention_context(records=True) as ctx:
         y, _ = attn(x, key_padding_mask=pad)
-    assert set(ctx.records[0].indicators.unique().tolist()) <= {0.0, 1.0}
+    assert set(ctx.records[0].realised["aaa"].extra.unique().tolist()) <= {0.0, 1.0}
     y.pow(2).sum().backward()  # the task loss alone reaches the FC layer
-    assert attn.axis.fc.weight.grad.abs().sum() > 0
+    assert attn.learned["aaa"].fc.weight.grad.abs().sum() > 0
 
 
 def test_aaa_pattern_in_evaluation_is_axis_or_local():
     attn = make_attention(["aaa", "aaa-0", "global", "global"], embed_dim=D, std=1.0).eval()
     n = 7
     x, _ = padded([n], left_pad=True)
-    ind = expected_topk(attn.axis.logits(x).permute(2, 1, 0))[:, 0].bool()  # (2, n): rows, columns
+    ind = expected_topk(attn.learned["aaa"].logits(x).permute(2, 1, 0))[:, 0].bool()  # (2, n): rows, columns
     assert ind[0].any() and not ind[0].all() and ind[1].any() and not ind[1].all()
     with attention_context(records=True) as ctx:
         _, w = attn(x, need_head_weights=True)

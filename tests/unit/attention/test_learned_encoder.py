@@ -16,11 +16,11 @@ SMALL = {"encoder_embed_dim": 32, "encoder_ffn_embed_dim": 64, "dropout": 0.0, "
 
 def test_dam_alpha_shared_by_layers_unless_per_layer():
     enc = build_encoder("transformer_dam_s", dict(SMALL))
-    assert enc.layers[0].self_attn.dam[3] is enc.layers[5].self_attn.dam[3]
-    assert enc.layers[0].self_attn.dam[3] is not enc.layers[0].self_attn.dam[4]
+    assert enc.layers[0].self_attn.learned["dam"][3] is enc.layers[5].self_attn.learned["dam"][3]
+    assert enc.layers[0].self_attn.learned["dam"][3] is not enc.layers[0].self_attn.learned["dam"][4]
     assert sum(p.numel() for n, p in enc.named_parameters() if n.endswith("alpha")) == 8 * 24
     per_layer = build_encoder("transformer_dam_s", dict(SMALL, dam_per_layer=True))
-    assert per_layer.layers[0].self_attn.dam[3] is not per_layer.layers[5].self_attn.dam[3]
+    assert per_layer.layers[0].self_attn.learned["dam"][3] is not per_layer.layers[5].self_attn.learned["dam"][3]
     assert sum(p.numel() for n, p in per_layer.named_parameters() if n.endswith("alpha")) == 6 * 8 * 24
 
 
@@ -28,10 +28,10 @@ def test_one_noise_sample_per_update_for_shared_alpha():
     enc = build_encoder("transformer_local", dict(SMALL, attn_layout="[dam-u*8]*6")).train()
     tokens = torch.tensor([[5, 6, 7, 2]])
     enc(tokens, torch.tensor([4]))
-    noise = enc.layers[0].self_attn.dam[0].noise
-    assert noise is enc.layers[3].self_attn.dam[0].noise  # the same draw in every layer
+    noise = enc.layers[0].self_attn.learned["dam"][0].noise
+    assert noise is enc.layers[3].self_attn.learned["dam"][0].noise  # the same draw in every layer
     enc(tokens, torch.tensor([4]))
-    assert not torch.equal(noise, enc.layers[0].self_attn.dam[0].noise)  # a new draw per forward
+    assert not torch.equal(noise, enc.layers[0].self_attn.learned["dam"][0].noise)  # a new draw per forward
 
 
 def test_tau_and_update_count_follow_set_num_updates():
@@ -80,7 +80,7 @@ def test_a_shared_dam_mask_is_gathered_once_per_forward(arch, monkeypatch):
         if not shared:  # the encoder's context without a per-forward memo
             monkeypatch.setattr(transformer, "attention_context", lambda **kw: attention_context(**dict(kw, memo=False)))
         out = enc(tokens, lengths)["encoder_out"][0]
-        grads = torch.autograd.grad(out.pow(2).sum(), [d.alpha for d in enc.layers[0].self_attn.dam])
+        grads = torch.autograd.grad(out.pow(2).sum(), [d.alpha for d in enc.layers[0].self_attn.learned["dam"]])
         return out, grads
 
     out, grads = run(True)

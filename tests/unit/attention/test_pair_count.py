@@ -34,8 +34,9 @@ def dense_kept(rec: AttentionRecord) -> torch.Tensor:
     else:
         fixed = stack_masks(m.fixed_masks, pos, pos)  # (B, H, T, S)
     kept = (fixed.float() * pair[:, None]).sum((-1, -2))
-    learned = [rec.learned[:, k] for k in range(len(m.dam_heads))]
-    learned += [AxisSelector.pattern(rec.indicators, loc.dense(pos, pos)) for loc in m.aaa_local]
+    learned = [rec.learned[:, k] for k in range(len(m.heads_of("dam")))]
+    learned += [AxisSelector.pattern(rec.realised["aaa"].extra, m.masks[h].local.dense(pos, pos))
+                for h in m.heads_of("aaa")]
     if learned:
         sums = (torch.stack(learned, 1) * pair[:, None]).sum((-1, -2))
         kept = kept.index_copy(1, torch.tensor(m.learned_heads), sums)
@@ -128,13 +129,14 @@ def test_rho_per_layer_equals_the_dense_formula():
     for layer, rec in enumerate(records, start=1):
         rho = 1 - dense_kept(rec) / n2  # Adaptive Axis Attention, Eq. 9
         assert terms.log[f"rho_l{layer}_sum"] == pytest.approx(float(rho.sum()), abs=1e-5)
-        aaa = aaa + rho[:, list(rec.module.plan.aaa_heads)].sum()
-        dam = dam + (1 - rho[:, list(rec.module.plan.dam_heads)]).sum()
+        aaa = aaa + rho[:, list(rec.module.plan.heads_of("aaa"))].sum()
+        dam = dam + (1 - rho[:, list(rec.module.plan.heads_of("dam"))]).sum()
     aaa, dam = aaa / (3 * len(lengths) * 3), dam / (6 * len(lengths))
-    assert float(terms.aaa_rho) == pytest.approx(float(aaa), abs=1e-6)
-    assert float(terms.dam) == pytest.approx(float(dam), abs=1e-6)
-    params = [p for m in enc.attention_modules() for p in (m.axis.fc.weight, *(d.alpha for d in m.dam))]
-    got = torch.autograd.grad(terms.aaa_rho + terms.dam, params, retain_graph=True)
+    assert float(terms.hinge_rho("aaa")) == pytest.approx(float(aaa), abs=1e-6)
+    assert float(terms.penalties["dam"]) == pytest.approx(float(dam), abs=1e-6)
+    params = [p for m in enc.attention_modules()
+              for p in (m.learned["aaa"].fc.weight, *(d.alpha for d in m.learned["dam"]))]
+    got = torch.autograd.grad(terms.hinge_rho("aaa") + terms.penalties["dam"], params, retain_graph=True)
     want = torch.autograd.grad(aaa + dam, params)
     assert all(torch.allclose(g, w, atol=1e-6) for g, w in zip(got, want))
     assert all(g.abs().sum() > 0 for g in got)

@@ -30,8 +30,10 @@ def test_a_mixed_layer():
     assert p.masks == tuple(parse_mask(t) for t in ("global", "band-1", "dam-s", "aaa-1", "prev-2", "star", "dam-u"))
     assert p.fixed_masks == (GlobalMask(), parse_mask("band-1"), GlobalMask(), GlobalMask(), parse_mask("prev-2"),
                              parse_mask("star"), GlobalMask())
-    assert (p.dam_heads, p.aaa_heads, p.learned_heads) == ((2, 6), (3,), (2, 6, 3))
-    assert p.aaa_local == (OffsetMask("local", -1, 1),)
+    assert (p.heads_of("dam"), p.heads_of("aaa"), p.learned_heads) == ((2, 6), (3,), (2, 6, 3))
+    assert [(g.kind.key, g.heads, g.specs) for g in p.learned] == [
+        ("dam", (2, 6), (parse_mask("dam-s"), parse_mask("dam-u"))), ("aaa", (3,), (parse_mask("aaa-1"),))]
+    assert p.masks[3].local == OffsetMask("local", -1, 1)
     assert (p.pre_learned, p.post_learned) == ((3,), (2, 6))  # post mode: DAM after the softmax, AAA before
     assert (plan(MIXED, "pre").pre_learned, plan(MIXED, "pre").post_learned) == ((2, 6, 3), ())
     assert p.gated_heads == (4, 6) and p.global_heads == (0,)

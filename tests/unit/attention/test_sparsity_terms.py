@@ -44,8 +44,8 @@ def test_records_exist_only_inside_a_forward_pass():
 
 def test_eq9_and_the_footnote_for_local_2():
     attn = make_attention(["aaa", "aaa", "band-1", "global"], embed_dim=D).eval()
-    torch.nn.init.zeros_(attn.axis.fc.weight)
-    torch.nn.init.constant_(attn.axis.fc.bias, -5.0)  # no axis: B = local-2 alone
+    torch.nn.init.zeros_(attn.learned["aaa"].fc.weight)
+    torch.nn.init.constant_(attn.learned["aaa"].fc.bias, -5.0)  # no axis: B = local-2 alone
     lengths = [3, 5, 9, 12]
     torch.manual_seed(0)
     x, pad = torch.randn(12, 4, D), padding_mask(lengths, left_pad=True)
@@ -54,7 +54,7 @@ def test_eq9_and_the_footnote_for_local_2():
     terms = sparsity_terms(AttentionConfig(), [attn], ctx.records)
     local2 = [1 - 5 / n + 6 / n**2 for n in lengths]  # Adaptive Axis Attention, footnote 5
     band1 = [1 - (3 * n - 2) / n**2 for n in lengths]
-    assert float(terms.aaa_rho) == pytest.approx(sum(local2) / 4, abs=1e-6)
+    assert float(terms.hinge_rho("aaa")) == pytest.approx(sum(local2) / 4, abs=1e-6)
     overall = (2 * sum(local2) + sum(band1)) / 16  # the global head has ρ = 0
     assert terms.log["rho_sum"] / terms.log["rho_count"] == pytest.approx(overall, abs=1e-6)
     assert terms.log["rho_l1_sum"] == pytest.approx(terms.log["rho_sum"])
@@ -67,18 +67,18 @@ def test_dam_l1_conventions(convention):
                                                   dam_l1=convention, dam_init_std=2.0))
     lengths = [7, 4]
     terms, out = encoder_terms(enc, lengths)
-    masks = enc.attention_modules()[0].dam  # shared by all six layers
+    masks = enc.attention_modules()[0].learned["dam"]  # shared by all six layers
     if convention == "sum":  # SparseBERT's code: ||M||_1 of each distinct mask, whole max_len, at its n = 128
         norm = float(sum(d.l1(1.0) for d in masks)) * (128 / SMALL["dam_max_len"]) ** 2
-        assert float(terms.dam) == pytest.approx(norm, rel=1e-6)
+        assert float(terms.penalties["dam"]) == pytest.approx(norm, rel=1e-6)
     else:  # the mean over sentences and DAM (layer, head) slots of ||M||_1 / N²
         expected = []
         for rec in out["sparsity"]:
             for b, n in enumerate(lengths):
                 m = rec.learned[b, :, -n:, -n:]
                 expected += (m.sum((-1, -2)) / n**2).tolist()
-        assert float(terms.dam) == pytest.approx(sum(expected) / len(expected), rel=1e-6)
-    terms.dam.backward()
+        assert float(terms.penalties["dam"]) == pytest.approx(sum(expected) / len(expected), rel=1e-6)
+    terms.penalties["dam"].backward()
     assert all(d.alpha.grad.abs().sum() > 0 for d in masks)
 
 
@@ -98,15 +98,15 @@ def test_gate_penalty_conventions(preset, divide):
 def test_aaa_rho_gradient_reaches_the_fc_layer_with_the_papers_constant():
     enc = build_encoder("transformer_aaa", dict(SMALL))  # C = -1e4
     terms, _ = encoder_terms(enc, [8, 6])
-    assert terms.dam is None and terms.gate is None and 0 < float(terms.aaa_rho) < 1
-    terms.aaa_rho.backward()
-    assert all(a.axis.fc.weight.grad.abs().sum() > 0 for a in enc.attention_modules())
+    assert "dam" not in terms.penalties and terms.gate is None and 0 < float(terms.hinge_rho("aaa")) < 1
+    terms.hinge_rho("aaa").backward()
+    assert all(a.learned["aaa"].fc.weight.grad.abs().sum() > 0 for a in enc.attention_modules())
 
 
 def test_fixed_archs_have_no_penalty_and_log_their_sparsity():
     enc = build_encoder("transformer_local_8lochead_all6", dict(SMALL))
     terms, _ = encoder_terms(enc, [6], train=False)
-    assert terms.dam is None and terms.aaa_rho is None and terms.gate is None
+    assert "dam" not in terms.penalties and terms.hinge_rho("aaa") is None and terms.gate is None
     assert terms.log["rho_count"] == 6 * 8 and "tau_sum" not in terms.log
     n = 6  # prev-1, prev-2, next-1, next-2, band-1, band-2, identity, identity
     kept = (n - 1) + (n - 2) + (n - 1) + (n - 2) + (3 * n - 2) + (5 * n - 6) + n + n

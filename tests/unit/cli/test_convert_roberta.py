@@ -183,7 +183,7 @@ def test_layer_local_groups_and_learned_extras(tmp_path):
     stock = stock_model().state_dict()
     layout = "[aaa@a,aaa@a,global:gate@b,global@b]*2"
     model = build_roberta("roberta_local_base", dict(TINY, attn_layout=layout), vocab_size=VOCAB)
-    fresh = {k: v.clone() for k, v in model.state_dict().items() if ".axis." in k or ".gates." in k}
+    fresh = {k: v.clone() for k, v in model.state_dict().items() if ".learned.aaa." in k or ".gates." in k}
     assert fresh and any(".gates.log_alpha" in k for k in fresh)
     new = convert_state(stock, model, "mean")
     for key, value in fresh.items():
@@ -202,7 +202,8 @@ def test_the_fresh_learned_tensors_repeat_with_the_seed(tmp_path):
         torch.manual_seed(int(name.encode()[0]))  # the caller's generator state does not matter
         assert main([str(tmp_path / "stock.pt"), str(tmp_path / f"{name}.pt"), "--arch", "roberta_dam_s",
                      "--attn-layout", "[dam-s*4]*2", "--seed", seed]) == 0
-        files[name] = {k: v for k, v in load_converted(tmp_path / f"{name}.pt")[1]["model"].items() if ".dam." in k}
+        model = load_converted(tmp_path / f"{name}.pt")[1]["model"]
+        files[name] = {k: v for k, v in model.items() if ".learned.dam." in k}
     assert files["a"] and all(torch.equal(files["a"][k], files["b"][k]) for k in files["a"])
     assert not all(torch.equal(files["a"][k], files["c"][k]) for k in files["a"])
     state = torch.random.get_rng_state()

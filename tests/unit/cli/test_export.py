@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fairseq_local.cli.export import end_entries, export, main, prune_by_p
-from fairseq_local.attention import DamMask
+from fairseq_local.attention.learned import DamMask
 
 N = 12
 
@@ -95,7 +95,7 @@ def test_dam_s_ends_stay_on(heads, pct):
 def test_shorter_export_length(heads):
     entry = export({(0, 0): heads[(0, 1)]}, 6, 50.0, prune_random=0)["0.0"]
     assert entry["matrix"].shape == (6, 6) and entry["matrix"][end_entries(6)].all()
-    with pytest.raises(ValueError, match="exceeds the DAM masks' maximum length"):
+    with pytest.raises(ValueError, match="exceeds the dam-[us] masks' maximum length"):
         export(heads, N + 1, 50.0, prune_random=0)
 
 
@@ -116,8 +116,8 @@ def checkpoint(tmp_path):
     s, u = dam(True, 4, max_len=10), dam(False, 5, max_len=10)
     state = {}
     for layer in range(2):
-        state[f"encoder.layers.{layer}.self_attn.dam.0.alpha"] = s.alpha.data
-        state[f"encoder.layers.{layer}.self_attn.dam.1.alpha"] = u.alpha.data
+        state[f"encoder.layers.{layer}.self_attn.learned.dam.0.alpha"] = s.alpha.data
+        state[f"encoder.layers.{layer}.self_attn.learned.dam.1.alpha"] = u.alpha.data
     path = tmp_path / "checkpoint.pt"
     cfg = argparse.Namespace(arch="transformer_local", attn_layout="[dam-s,dam-u@a,band-1@a,global]*2")
     torch.save({"cfg": {"model": cfg}, "model": state}, path)

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fairseq_local.analysis.dump import save_dump
-from fairseq_local.attention import DamMask
+from fairseq_local.attention.learned import DamMask
 from fairseq_local.attention.masks import MASK_FILE_FORMAT, FileMask, MaskSpecError, load_mask_file
 from fairseq_local.models.roberta import build_roberta
 from helpers.probes import bad_outputs, digest, one_line_error, run_command
@@ -31,8 +31,8 @@ def ckpt(tmp_path) -> Path:
         torch.nn.init.normal_(m.alpha, std=2.0)
     state = {}
     for layer in range(2):
-        state[f"encoder.layers.{layer}.self_attn.dam.0.alpha"] = s.alpha.data
-        state[f"encoder.layers.{layer}.self_attn.dam.1.alpha"] = u.alpha.data
+        state[f"encoder.layers.{layer}.self_attn.learned.dam.0.alpha"] = s.alpha.data
+        state[f"encoder.layers.{layer}.self_attn.learned.dam.1.alpha"] = u.alpha.data
         state[f"encoder.layers.{layer}.self_attn.gates.log_alpha"] = torch.tensor([0.5])
     cfg = argparse.Namespace(arch="transformer_local", attn_layout="[dam-s,dam-u@a,band-1@a,global:gate]*2")
     path = tmp_path / "checkpoint_best.pt"

@@ -17,7 +17,7 @@ import torch
 from fairseq_local.analysis.dump import save_dump
 from fairseq_local.cli.common import COMMANDS
 from fairseq_local.models.roberta import build_roberta
-from fairseq_local.attention import DamMask
+from fairseq_local.attention.learned import DamMask
 from helpers.probes import bad_outputs, digest, one_line_error, run_command
 
 # Commands that print and write no file.
@@ -78,7 +78,7 @@ def inputs(tmp_path_factory) -> Dict[str, Path]:
     s = DamMask(True, 10)
     torch.nn.init.normal_(s.alpha, std=2.0)
     cfg = argparse.Namespace(arch="transformer_local", attn_layout="[dam-s,global]*2")
-    model = {f"encoder.layers.{l}.self_attn.dam.0.alpha": s.alpha.data for l in range(2)}
+    model = {f"encoder.layers.{l}.self_attn.learned.dam.0.alpha": s.alpha.data for l in range(2)}
     i = {"tmp": tmp, "dam": _checkpoint(tmp / "dam.pt", cfg, model)}
     i["runs"] = tmp / "runs"
     i["best"] = _checkpoint(i["runs"] / "a" / "checkpoint_best.pt", cfg, model)

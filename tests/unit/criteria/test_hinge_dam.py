@@ -32,7 +32,7 @@ def layer_terms(attn, seed: int = 0):
 
 def set_masks(attn) -> None:
     """dam-s: offsets 0 and 2 on (plus its end rows/columns); dam-u: the identity."""
-    dam_s, dam_u = attn.dam
+    dam_s, dam_u = attn.learned["dam"]
     with torch.no_grad():
         dam_s.alpha.fill_(-1.0)
         dam_s.alpha[0] = dam_s.alpha[2] = 1.0
@@ -50,7 +50,7 @@ def test_hinge_on_dam_heads_equals_a_hand_count():
     dam_u = [1 - 4 / 16, 1 - 5 / 25]  # the identity: n entries
     band1 = [1 - 10 / 16, 1 - 13 / 25]  # 3n − 2
     learned = (sum(dam_s) + sum(dam_u)) / 4
-    assert terms.hinge_rho("aaa") is None and terms.aaa_rho is None
+    assert terms.hinge_rho("aaa") is None and terms.hinge_rho("aaa") is None
     assert float(terms.hinge_rho("learned")) == pytest.approx(learned, abs=1e-6)
     assert float(terms.hinge_rho("all")) == pytest.approx((sum(dam_s) + sum(dam_u) + sum(band1)) / 8, abs=1e-6)
     assert terms.hinge_log("learned") == pytest.approx((sum(dam_s) + sum(dam_u), 4.0))
@@ -89,9 +89,9 @@ def test_hinge_gradient_reaches_the_dam_logits(mode):
     crit = SparsityLoss()
     crit.init_sparsity(SparsityLossConfig(aaa_alpha=0.5, aaa_target=0.9, aaa_hinge_heads="learned"))
     found = crit.penalties(terms, sample_size=1)[0]  # the hinge alone (--dam-lambda 0)
-    alphas = [d.alpha for d in attn.dam]
+    alphas = [d.alpha for d in attn.learned["dam"]]
     got = torch.autograd.grad(found, alphas)
-    ref_rho = reference_rho(*attn.dam)
+    ref_rho = reference_rho(*attn.learned["dam"])
     assert float(terms.hinge_rho("learned")) == pytest.approx(float(ref_rho), abs=1e-6)
     want = torch.autograd.grad(0.5 * torch.relu(0.9 - ref_rho), alphas)
     for g, w in zip(got, want):

@@ -32,8 +32,8 @@ def test_loss_is_the_task_loss_and_penalties_are_separate(training):
     torch.manual_seed(1)
     terms = model.get_sparsity_terms(model(**sample["net_input"]))
     assert size == 7 and float(log["loss"]) == pytest.approx(float(task_log["loss"]), rel=1e-5)
-    penalties = {"dam_loss": 1e-3 * terms.dam, "aaa_loss": 2.0 * torch.relu(0.95 - terms.aaa_rho),
-                 "gate_loss": 0.1 * terms.gate}
+    penalties = {"dam_loss": 1e-3 * terms.penalties["dam"],
+                 "aaa_loss": 2.0 * torch.relu(0.95 - terms.hinge_rho("aaa")), "gate_loss": 0.1 * terms.gate}
     for name, value in penalties.items():
         assert log[name] == pytest.approx(float(value) * 7, rel=1e-4), name
     assert float(total) == pytest.approx(float(task) + sum(log[n] for n in penalties), rel=1e-4)

@@ -112,13 +112,14 @@ def test_sparsity_terms_pulled_from_the_output():
     terms = dam.get_sparsity_terms(dam(batch))
     # One DAM mask per head, shared by the 12 layers (SparseBERT §3.1): 12 masks
     # of 64 x 64 logits, each summed once.
-    assert len({id(d) for l in local_encoder(dam).layers for d in l.self_attn.dam}) == 12
-    assert terms.dam is not None and terms.dam.requires_grad and terms.aaa_rho is None and terms.gate is None
+    assert len({id(d) for l in local_encoder(dam).layers for d in l.self_attn.learned["dam"]}) == 12
+    assert "dam" in terms.penalties and terms.penalties["dam"].requires_grad
+    assert terms.hinge_rho("aaa") is None and terms.gate is None
     base = build_roberta("roberta_local_base", TINY)
     terms = base.get_sparsity_terms(base(batch))
-    assert terms.dam is None and terms.aaa_rho is None and terms.gate is None
+    assert "dam" not in terms.penalties and terms.hinge_rho("aaa") is None and terms.gate is None
     aaa = build_roberta("roberta_aaa", TINY).train()
-    assert aaa.get_sparsity_terms(aaa(batch)).aaa_rho is not None
+    assert aaa.get_sparsity_terms(aaa(batch)).hinge_rho("aaa") is not None
     gates = build_roberta("roberta_head_gates", TINY).train()
     assert gates.get_sparsity_terms(gates(batch)).gate is not None
 

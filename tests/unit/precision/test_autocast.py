@@ -38,7 +38,7 @@ def test_training_step_under_cpu_autocast(dtype, mode):
     for name in ("loss", "dam_loss", "aaa_loss", "gate_loss", "rho_sum"):
         assert torch.isfinite(torch.tensor(float(log[name]))), (name, log[name])
     (loss / sample_size).backward()
-    learned = [n for n, _ in model.named_parameters() if any(k in n for k in (".dam.", ".axis.", ".gates."))]
+    learned = [n for n, _ in model.named_parameters() if any(k in n for k in (".learned.", ".gates."))]
     assert learned
     for n, p in model.named_parameters():
         assert p.grad is not None and torch.isfinite(p.grad).all(), n
@@ -57,7 +57,7 @@ def test_half_scores_with_an_fp32_learned_mask(dtype, mode):
     AAA, gated, fixed and Q/K-tied heads."""
     tokens = ["dam-u", "band-1", "dam-s", "aaa", "global:gate", "prev-1", "next-1", "global"]
     attn = make_attention(tokens, groups=[0, 1, 2, 3, 4, 5, 5, 6], mode=mode, embed_dim=32, std=0.3).train()
-    for d in attn.dam:  # masks with both values
+    for d in attn.learned["dam"]:  # masks with both values
         torch.nn.init.normal_(d.alpha, std=2.0)
     lengths = [7, 10, 4]
     T, B, H = max(lengths), len(lengths), attn.num_heads

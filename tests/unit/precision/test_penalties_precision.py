@@ -85,9 +85,9 @@ def test_dam_loss_of_a_half_model_is_finite_float32(train):
         torch.manual_seed(3)
         out = enc(src, lengths)
         terms[name] = enc.sparsity_terms(out["sparsity"])
-    dam = terms["half"].dam
+    dam = terms["half"].penalties["dam"]
     assert dam.dtype == torch.float32 and torch.isfinite(dam), dam
-    assert float(dam) == pytest.approx(float(terms["ref"].dam), rel=1e-6)
+    assert float(dam) == pytest.approx(float(terms["ref"].penalties["dam"]), rel=1e-6)
 
 
 # ------------------------------------------------------- counts under autocast
@@ -97,7 +97,7 @@ def test_dam_loss_of_a_half_model_is_finite_float32(train):
 def test_pair_counts_of_400_token_sentences_under_autocast(dtype):
     tokens_ = ["dam-u", "dam-s", "aaa", "band-1", "global", "prev-2:gate"]
     attn = make_attention(tokens_, embed_dim=24, max_len=MAX_LEN, std=0.3).train()
-    for d in attn.dam:
+    for d in attn.learned["dam"]:
         torch.nn.init.normal_(d.alpha, mean=1.0, std=2.0)
     lengths = [400, 397]
     torch.manual_seed(0)
@@ -112,10 +112,10 @@ def test_pair_counts_of_400_token_sentences_under_autocast(dtype):
     assert float(kept32.max()) > 65504  # beyond fp16's range
     with torch.autocast("cpu", dtype=dtype):  # where the criterion calls it under --amp
         terms = sparsity_terms(cfg, [attn], records)
-    for name in ("dam", "aaa_rho"):
-        value = getattr(terms, name)
+    for name, value, ref in (("dam", terms.penalties["dam"], terms32.penalties["dam"]),
+                             ("aaa_rho", terms.hinge_rho("aaa"), terms32.hinge_rho("aaa"))):
         assert value.dtype == torch.float32 and torch.isfinite(value), (name, value)
-        assert float(value) == pytest.approx(float(getattr(terms32, name)), rel=1e-6), name
+        assert float(value) == pytest.approx(float(ref), rel=1e-6), name
     rho = terms.log["rho_sum"] / terms.log["rho_count"]
     assert rho == pytest.approx(terms32.log["rho_sum"] / terms32.log["rho_count"], rel=1e-6)
     assert 0 < rho < 1
@@ -155,7 +155,7 @@ def test_aaa_selector_gradient_does_not_scale_with_mask_neg(mode):
         out, _ = attn(x, key_padding_mask=pad)
         w = torch.randn(out.shape, generator=torch.Generator().manual_seed(3))
         (out * w).sum().backward()  # the task's gradient only
-        grads[neg] = float(attn.axis.fc.weight.grad.abs().max())
+        grads[neg] = float(attn.learned["aaa"].fc.weight.grad.abs().max())
     assert grads[-1e2] > 0
     ratio = grads[-1e4] / grads[-1e2]
     assert 0.1 < ratio < 10, f"selector gradient {grads}: x{ratio:.3g} for C x100"

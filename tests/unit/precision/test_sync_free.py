@@ -126,17 +126,22 @@ def test_penalties_on_meta(kind, mode):
         torch.manual_seed(1)
         _, records = forward([m.train() for m in mods], torch.randn(9, 2, d), padding_mask([9, 6], left_pad=True))
         mods = [m.to(META) for m in mods]
+        dams = {id(m): m.learned["dam"] if "dam" in m.learned else [] for m in mods}
         for m in mods:
-            for dam in m.dam:
+            for dam in dams[id(m)]:
                 dam.resample()  # this update's noise, on the device
         records = [dataclasses.replace(r, **{f.name: getattr(r, f.name).to(META) for f in dataclasses.fields(r)
-                                             if isinstance(getattr(r, f.name), torch.Tensor)}) for r in records]
+                                             if isinstance(getattr(r, f.name), torch.Tensor)},
+                                       realised={k: dataclasses.replace(v, **{f.name: getattr(v, f.name).to(META)
+                                                                              for f in dataclasses.fields(v)
+                                                                              if getattr(v, f.name) is not None})
+                                                 for k, v in r.realised.items()}) for r in records]
         # the pieces, strictly: no read at all
         for rec in records:
             kept = rec.kept(rec.real())
             assert kept.device == META and kept.shape == (2, rec.module.num_heads) and kept.dtype == torch.float32
         for m in mods:
-            for dam in m.dam:
+            for dam in dams[id(m)]:
                 assert dam.l1(m.tau).device == META
             if m.gates is not None:
                 assert m.gates.l0().device == META
@@ -157,7 +162,7 @@ def test_penalties_on_meta(kind, mode):
         finally:
             torch.Tensor.tolist = tolist
         learned = any(m.plan.learned_heads or m.gates is not None for m in mods)
-        penalties = [t for t in (terms.dam, terms.aaa_rho, terms.gate) if t is not None]
+        penalties = [t for t in (terms.penalties.get("dam"), terms.hinge_rho("aaa"), terms.gate) if t is not None]
         assert bool(penalties) == learned
         for t in penalties:
             assert t.device == META and t.numel() == 1 and t.dtype == torch.float32 and t.requires_grad

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_local.attention import DamMask
+from fairseq_local.attention.learned import DamMask
 from fairseq_local.reproduce import pande, sparsebert as sb
 from fairseq_local.reproduce import sparsebert_masks as sm
 from fairseq_local.reproduce.numbers_sparsebert import (GLUE_COLUMNS, SPARSEBERT_FIG3, SPARSEBERT_FIG6,

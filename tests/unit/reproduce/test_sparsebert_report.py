@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from fairseq_local.attention import DamMask
+from fairseq_local.attention.learned import DamMask
 from fairseq_local.attention.masks import write_mask_file
 from fairseq_local.reproduce import sparsebert as sb
 from fairseq_local.reproduce import sparsebert_findings as sf
@@ -60,7 +60,7 @@ def _dam(path: Path, structured: bool, shift: float = 0.0, last: float = 0.0) ->
             a[(i - j).abs() == 1] = 3.0
             a[i == j] = -2.0
             m.alpha.data[m.index(i, j).flatten()] = a.flatten() + shift * k
-        state[f"encoder.sentence_encoder.layers.0.self_attn.dam.{k}.alpha"] = m.alpha.data.clone()
+        state[f"encoder.sentence_encoder.layers.0.self_attn.learned.dam.{k}.alpha"] = m.alpha.data.clone()
     kind = "s" if structured else "u"
     cfg = argparse.Namespace(arch=f"roberta_dam_{kind}", attn_layout=f"[dam-{kind}*2]*1")
     path.parent.mkdir(parents=True, exist_ok=True)
