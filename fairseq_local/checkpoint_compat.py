@@ -21,8 +21,10 @@ checkpoints, load only files you trust.
 
 import functools
 import os
+import re
 import types
 import zipfile
+from pathlib import Path
 from typing import Any, Dict, Optional, Tuple
 
 import torch
@@ -242,5 +244,38 @@ def encoder_layers_prefix(state_dict: Dict[str, Any]) -> str:
     raise ValueError("the checkpoint has no encoder layers (encoder.layers.* or encoder.sentence_encoder.layers.*)")
 
 
-__all__ = ["Checkpoint", "DUMP_KEYS", "ENCODER_PREFIXES", "check_checkpoint", "check_checkpoint_file", "describe",
-           "enable_fairseq_checkpoint_loading", "encoder_layers_prefix", "local_layout", "read_checkpoint"]
+RUN_CHECKPOINTS = ("checkpoint_best.pt", "checkpoint_last.pt")  # a run's checkpoint to describe, best first
+_SELF_ATTN = re.compile(r"^encoder\.(sentence_encoder\.)?layers\.\d+\.self_attn\.")
+
+
+def stored_attention_weight_count(state_dict: Dict[str, "object"]) -> int:
+    """Unique ≥2-D tensors under ``encoder.layers.*.self_attn`` (RoBERTa:
+    ``encoder.sentence_encoder.layers.*.self_attn``) in a state dict
+    (tensors shared across layers are stored, and counted, once)."""
+    seen = {}
+    for key, t in state_dict.items():
+        if _SELF_ATTN.match(key) and t.dim() >= 2:
+            seen[(t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))] = t.numel()
+    return sum(seen.values())
+
+
+def checkpoint_info(run: Path) -> Dict[str, str]:
+    """The arch and the encoder attention weight count of a run's best (else
+    last) checkpoint, as ``fairseq-local results`` shows them; {} without one."""
+    for name in RUN_CHECKPOINTS:
+        path = run / name
+        if path.exists():
+            try:
+                model_cfg, state_dict = read_checkpoint(str(path))
+                if not isinstance(state_dict, dict) or not all(hasattr(t, "dim") for t in state_dict.values()):
+                    raise ValueError(f"'{path}' is not a fairseq checkpoint (its 'model' is not a state dict)")
+            except ValueError as e:
+                raise InputError(str(e).splitlines()[0]) from None
+            arch = model_cfg.get("arch") or model_cfg.get("_name", "-")
+            return {"arch": str(arch), "attn weights": f"{stored_attention_weight_count(state_dict):,}"}
+    return {}
+
+
+__all__ = ["Checkpoint", "DUMP_KEYS", "ENCODER_PREFIXES", "RUN_CHECKPOINTS", "check_checkpoint",
+           "check_checkpoint_file", "checkpoint_info", "describe", "enable_fairseq_checkpoint_loading",
+           "encoder_layers_prefix", "local_layout", "read_checkpoint", "stored_attention_weight_count"]

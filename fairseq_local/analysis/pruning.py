@@ -15,6 +15,12 @@ from typing import Dict, List, Optional, Sequence
 
 from .roles import ROLES
 
+
+def run_name(lam: float) -> str:
+    """The folder of the run at L0 weight ``lam`` under a pruning curve's (``prune-curve``)."""
+    return f"lambda-{lam:g}"
+
+
 ATTENTION_TYPES = ("enc-self", "dec-self", "dec-cross")
 ROLE_ORDER = ROLES  # Voita et al. 2019, Fig. 8's categories (:func:`.roles.classify`)
 

@@ -20,8 +20,8 @@ from torch import Tensor
 from .config import MASK_MODES
 from .context import cached
 from .layout import LayerSpec
-from .learned.kind import LearnedKind, kinds_in
-from .masks import GlobalMask, HeadMask
+from .learned.kind import LEARNED_KINDS, LearnedKind, kinds_in
+from .masks import GlobalMask, HeadMask, MaskSpecError
 from .masks.base import to_device
 
 
@@ -137,6 +137,10 @@ class HeadPlan:
             raise ValueError(f"mask_mode must be one of {MASK_MODES}, not {mode!r}")
         masks, head_to_group = layer.masks, layer.head_to_group
         H = len(masks)
+        stray = [m for m in masks if m.learned and type(m) not in LEARNED_KINDS.values()]
+        if stray:  # a learned spec that no kind realises would silently see every key
+            raise MaskSpecError(f"'{stray[0]}' is learned, but {type(stray[0]).__name__} is not a registered "
+                                f"learned kind (register_learned_kind)")
         kinds = tuple(KindHeads(k, tuple(h for h, m in enumerate(masks) if type(m) is k),
                                 tuple(m for m in masks if type(m) is k)) for k in kinds_in(masks))
         learned = tuple(h for g in kinds for h in g.heads)

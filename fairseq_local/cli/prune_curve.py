@@ -29,6 +29,7 @@ from typing import List, Optional
 
 from .. import outputs
 from ..outputs import Output
+from ..analysis.pruning import run_name
 from .common import command_parser
 
 DETAILS = """\
@@ -76,10 +77,6 @@ def gated_layout(layout_text: str) -> str:
     layers = parse_layout(layout_text)
     return format_layout(tuple(LayerSpec(tuple(type(h)(h.mask, h.group, True) for h in layer.heads))
                                for layer in layers))
-
-
-def run_name(lam: float) -> str:
-    return f"lambda-{lam:g}"
 
 
 def _run(cmd: List[str], log: Path, what: str) -> None:

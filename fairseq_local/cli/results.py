@@ -22,26 +22,14 @@ from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .. import outputs
+from ..checkpoint_compat import RUN_CHECKPOINTS as CHECKPOINTS, checkpoint_info
 from ..errors import InputError
 from ..models.archs import NMT_CONFIGS
 from .common import command_parser
 
 COLUMNS = ["config", "arch", "attn weights", "best valid loss", "valid sparsity", "test BLEU", "train words/s"]
-_SELF_ATTN = re.compile(r"^encoder\.(sentence_encoder\.)?layers\.\d+\.self_attn\.")
 
 
-def attention_weight_count(state_dict: Dict[str, "object"]) -> int:
-    """Unique ≥2-D tensors under ``encoder.layers.*.self_attn`` (RoBERTa:
-    ``encoder.sentence_encoder.layers.*.self_attn``) in a state dict
-    (tensors shared across layers are stored, and counted, once)."""
-    seen = {}
-    for key, t in state_dict.items():
-        if _SELF_ATTN.match(key) and t.dim() >= 2:
-            seen[(t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape))] = t.numel()
-    return sum(seen.values())
-
-
-CHECKPOINTS = ("checkpoint_best.pt", "checkpoint_last.pt")
 RUN_FILES = CHECKPOINTS + ("train.log", "test.bleu.json")
 
 
@@ -102,23 +90,6 @@ def table_outputs(markdown_path: Optional[Path], csv_path: Optional[Path],
 def existing(paths: Sequence[Path]) -> List[Path]:
     """The paths that exist (the inputs a table command will read)."""
     return [p for p in paths if p.exists()]
-
-
-def checkpoint_info(run: Path) -> Dict[str, str]:
-    for name in CHECKPOINTS:
-        path = run / name
-        if path.exists():
-            from ..checkpoint_compat import read_checkpoint
-
-            try:
-                model_cfg, state_dict = read_checkpoint(str(path))
-                if not isinstance(state_dict, dict) or not all(hasattr(t, "dim") for t in state_dict.values()):
-                    raise ValueError(f"'{path}' is not a fairseq checkpoint (its 'model' is not a state dict)")
-            except ValueError as e:
-                raise InputError(str(e).splitlines()[0]) from None
-            arch = model_cfg.get("arch") or model_cfg.get("_name", "-")
-            return {"arch": str(arch), "attn weights": f"{attention_weight_count(state_dict):,}"}
-    return {}
 
 
 def _log_info(run: Path) -> Dict[str, str]:

@@ -19,11 +19,10 @@ intermediates: about 0.9 GB at n = 4096, 8.7 GB at 16384, measured), and
 import dataclasses
 import statistics
 import sys
-from typing import List, Optional, Sequence, Union
-
-import torch
+from typing import List, Optional, Sequence
 
 from ..attention.masks import FileMask, HeadMask, MaskSpecError, OrMask, parse_mask
+from ..attention.masks.measure import is_random, sparsity
 from .common import command_parser
 
 MAX_N = 4096  # Long Range Arena's longest sequences; ~0.9 GB peak (dense n x n evaluation)
@@ -38,32 +37,6 @@ TABLE3 = [
     ("Longformer", "longformer-2-2", 88.7),  # §4.2: window 2, two random globals
     ("BigBird", "bigbird-1-2-2", 93.2),  # §4.2: window 1, global 2, random 2
 ]
-
-
-def with_seed(mask: HeadMask, seed: int) -> HeadMask:
-    """``mask`` with the seed of each of its random parts set to ``seed``."""
-    if isinstance(mask, OrMask):
-        return OrMask(tuple(with_seed(p, seed) for p in mask.parts))
-    if any(f.name == "seed" for f in dataclasses.fields(mask)):
-        return dataclasses.replace(mask, seed=seed)
-    return mask
-
-
-def is_random(mask: HeadMask) -> bool:
-    """Whether ``mask`` has a random (seeded) part."""
-    return with_seed(mask, 1) != with_seed(mask, 0)
-
-
-def sparsity(mask: Union[HeadMask, str], n: int, seed: Optional[int] = None) -> float:
-    """ρ = 1 − |M|/n² of ``mask`` (or a mask token) at length n, as a fraction
-    in [0, 1]; ``seed``, if given, replaces the seed of its random parts."""
-    if isinstance(mask, str):
-        mask = parse_mask(mask)
-    if seed is not None:
-        mask = with_seed(mask, seed)
-    pos = torch.arange(n)
-    ones = mask.dense(pos, pos).expand(n, n).sum().item()
-    return 1.0 - ones / (n * n)
 
 
 def with_mask_file(mask: HeadMask, token: str, mask_file: Optional[str], n: int) -> HeadMask:

@@ -92,7 +92,7 @@ def weight_count(run: Path) -> Dict[str, str]:
     model (``checkpoint_last.pt``, which ``pretrain-bert.sh`` links to its
     last phase), or of the first checkpoint found in a phase or fine-tuning
     directory."""
-    from .results import checkpoint_info
+    from ..checkpoint_compat import checkpoint_info
 
     for d in [run] + sorted(p for p in run.iterdir() if p.is_dir()) + sorted(run.glob("glue/*/")):
         info = checkpoint_info(d)

@@ -144,13 +144,13 @@ class SparsityLoss:
         if str(cfg.aaa_hinge_heads) not in HINGE_HEADS:
             raise OptionError(f"--aaa-hinge-heads must be one of {', '.join(HINGE_HEADS)}, not {cfg.aaa_hinge_heads}")
         self.sparsity_cfg = cfg
-        self.weights = parse_weights(cfg.learned_lambda)
+        self.penalty_weights = parse_weights(cfg.learned_lambda)
         for key, kind in LEARNED_KINDS.items():
             own = getattr(cfg, kind.weight, 0.0) if kind.weight else 0.0
-            if key in self.weights and own:
+            if key in self.penalty_weights and own:
                 raise OptionError(f"--learned-lambda {key}=... and --{kind.weight.replace('_', '-')} both weigh "
                                   f"the {key} penalty: give one")
-            self.weights.setdefault(key, own)
+            self.penalty_weights.setdefault(key, own)
         self._image_writer = None
 
     def aaa_weight(self, num_updates: int) -> float:
@@ -181,20 +181,21 @@ class SparsityLoss:
         heads = str(cfg.aaa_hinge_heads)
         hinge = None if terms is None else terms.hinge_rho("aaa" if heads == "aaa" else "learned")
         hinge_kind = "aaa" if heads == "aaa" else "learned"
-        checks = [(self.weight_option(key), self.weights[key], "/".join(kind._names),
+        checks = [(self.weight_option(key), self.penalty_weights.get(key, 0.0), "/".join(kind._names),
                    terms and terms.penalties.get(key)) for key, kind in LEARNED_KINDS.items()]
-        checks += [("--aaa-alpha", cfg.aaa_alpha, hinge_kind, hinge),
-                   ("--gate-lambda", cfg.gate_lambda, "':gate'", terms and terms.gate)]
+        checks += [(f"--aaa-alpha {cfg.aaa_alpha}", cfg.aaa_alpha, hinge_kind, hinge),
+                   (f"--gate-lambda {cfg.gate_lambda}", cfg.gate_lambda, "':gate'", terms and terms.gate)]
         for option, weight, kind, term in checks:
             if weight > 0 and term is None:
-                warn_once(f"{option} {weight} has no effect: the model has no {kind} heads")
+                warn_once(f"{option} has no effect: the model has no {kind} heads")
 
     def weight_option(self, key: str) -> str:
-        """The option that weighs the kind ``key``'s penalty, as the user wrote it."""
+        """The option and value that weigh the kind ``key``'s penalty, as the user wrote them."""
         own = LEARNED_KINDS[key].weight
+        weight = self.penalty_weights.get(key, 0.0)
         if own and getattr(self.sparsity_cfg, own, 0.0):
-            return f"--{own.replace('_', '-')}"
-        return f"--learned-lambda {key}="
+            return f"--{own.replace('_', '-')} {weight}"
+        return f"--learned-lambda {key}={weight}"
 
     def penalties(self, terms: SparsityTerms, sample_size) -> Tuple[Tensor, Dict[str, float]]:
         """(the penalties to add to the summed loss, the logging sums).  Each
@@ -204,7 +205,7 @@ class SparsityLoss:
         found = {}
         for key in LEARNED_KINDS:
             if key in terms.penalties:
-                found[f"{key}_loss"] = self.weights.get(key, 0.0) * terms.penalties[key]
+                found[f"{key}_loss"] = self.penalty_weights.get(key, 0.0) * terms.penalties[key]
         heads = str(cfg.aaa_hinge_heads)
         rho = terms.hinge_rho(heads)
         if rho is not None and "learned" in terms.rho_counts:  # Eq. 10 on the chosen heads' ρ (Eq. 9)

@@ -197,7 +197,7 @@ def target(scale: str, row: Row, task: str) -> float:
         fixed = FIXED[row.target_of]  # type: ignore[index]
         if scale == "paper":
             return AAA_TABLE4[pattern_name(*fixed)][task][0] / 100
-        from ..cli.sparsity import sparsity
+        from ..attention.masks.measure import sparsity
 
         return round(sparsity(pattern(*fixed), DEV_LENGTHS[scale][task]), 3)
     if row.kind in ("dam", "dam-layer"):

@@ -128,7 +128,7 @@ class Runs:
 
 def _sparsity(mask, n: int) -> float:
     """1 − |M|/n² of a mask (or mask token) at length n."""
-    from ..cli.sparsity import sparsity
+    from ..attention.masks.measure import sparsity
 
     return sparsity(mask, n)
 

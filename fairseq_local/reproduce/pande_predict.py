@@ -8,7 +8,7 @@ each example's prediction.  This writes, per task, ``OUT/TASK.json``:
 ``{"task", "set", "checkpoint", "gold": [label, ...], "pred": [label, ...]}``
 for the task's first dev set (MNLI: matched), in the rows' order, with the
 same model loading and prediction as ``glue evaluate``
-(:func:`fairseq_local.cli.glue.load`, :func:`~fairseq_local.cli.glue.predict`).
+(:func:`fairseq_local.models.glue.load`, :func:`~fairseq_local.models.glue.predict`).
 
 Command line: ``python -m fairseq_local.reproduce.pande_predict --runs DIR
 --data DIR --glue-dir DIR --tasks QQP SST-2 ... --out DIR [--cuda]``: DIR/TASK/
@@ -29,7 +29,7 @@ def predictions(task: str, checkpoint: str, data: str, glue_dir: str, cpu: bool 
     """The gold labels and predictions of ``checkpoint`` on ``task``'s first dev set."""
     from fairseq_local_data.glue import extract, task as glue_task
 
-    from ..cli.glue import SETS, load, predict, task_data
+    from ..models.glue import SETS, load, predict, task_data
 
     data = task_data(task, data)
     set_name, dev, _ = SETS[task][0]

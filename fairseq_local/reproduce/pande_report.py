@@ -28,7 +28,7 @@ ROW_NAMES = dict(zip(("roberta_local_base", "roberta_band2", "roberta_band6", "r
 def mask_sparsity(arch: str, n: int = 128) -> float:
     """Mean over the arch's heads of 1 − |M|/n² at length n (global heads: 0)."""
     from ..attention.layout import parse_layout
-    from ..cli.sparsity import sparsity
+    from ..attention.masks.measure import sparsity
     from ..models.archs import get_config
 
     layout = get_config(arch).layout
@@ -136,7 +136,7 @@ def glue_arms(plan: Plan, seeds: Dict[str, Sequence[int]], tasks: Sequence[str])
 
 def weight_counts(runs: Dict[str, Path]) -> Dict[str, int]:
     """Encoder attention weights of each run's checkpoint (fairseq-local results' count)."""
-    from ..cli.results import checkpoint_info
+    from ..checkpoint_compat import checkpoint_info
 
     out = {}
     for key, run in runs.items():

@@ -151,7 +151,7 @@ def bigbird(lengths: Sequence[int], window: int, globals_: int, randoms: int, se
 def dam_heads(checkpoint: str) -> Dict[str, object]:
     """{"L.H": DamMask} of a checkpoint (heads sharing α share one DamMask)."""
     from ..checkpoint_compat import read_checkpoint
-    from ..cli.export import learned_masks
+    from ..attention.export import learned_masks
 
     cfg, state = read_checkpoint(checkpoint)
     return {f"{l}.{h}": m for (l, h), m in learned_masks(cfg, state).items()}

@@ -32,7 +32,7 @@ def dam_heads(ckpt: Path) -> Optional[list]:
     if not ckpt.is_file():
         return None
     from ..checkpoint_compat import read_checkpoint
-    from ..cli.export import learned_masks
+    from ..attention.export import learned_masks
 
     cfg, state = read_checkpoint(str(ckpt))
     masks = list({id(m): m for m in learned_masks(cfg, state).values()}.values())
@@ -191,7 +191,7 @@ def fig6_md(runs: Runs, one: Sequence[str], two: Sequence[str], tasks: Sequence[
 def write_report(plan: Plan) -> Path:
     """``RUNS/sparsebert/report.md`` and its PNGs; runs not yet finished are "-"."""
     from .. import outputs
-    from ..cli.sparsity import sparsity
+    from ..attention.masks.measure import sparsity
     from .environment import environment
     from .plan import ROOT, step_timing
     from .report import environment_section, findings_section

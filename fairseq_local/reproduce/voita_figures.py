@@ -86,6 +86,6 @@ def plot_roles(rows: Sequence[dict], path: Path, title: str) -> Path:
 def run_name(row: dict) -> str:
     """The run's folder under the pruning curve's: ``base`` or ``lambda-<λ>``
     (``prune-curve``'s own names)."""
-    from ..cli.prune_curve import run_name as name
+    from ..analysis.pruning import run_name as name
 
     return row.get("run") or ("base" if row.get("lambda") is None else name(row["lambda"]))

@@ -174,4 +174,10 @@ def test_test_sh_runs_the_suite_after_setup(venv):
     python only records its arguments) and then runs pytest on tests/."""
     r = shell("bash scripts/test.sh -x -k foo", venv)
     assert r.returncode == 3 and r.stdout == ""
-    assert (venv.parent / "calls").read_text() == "-m pytest -q -p no:cacheprovider tests -rs -x -k foo\n"
+    assert (venv.parent / "calls").read_text() == "-m pytest -q -p no:cacheprovider tests -rs -n 2 -x -k foo\n"
+    r = shell("FAIRSEQ_LOCAL_TEST_WORKERS=0 bash scripts/test.sh -x", venv)  # one process
+    assert r.returncode == 3
+    assert (venv.parent / "calls").read_text().splitlines()[-1] == "-m pytest -q -p no:cacheprovider tests -rs -x"
+    r = shell("FAIRSEQ_LOCAL_TEST_WORKERS=two bash scripts/test.sh", venv)
+    assert r.returncode == 1 and r.stderr.startswith("error: FAIRSEQ_LOCAL_TEST_WORKERS must be a number")
+    assert len((venv.parent / "calls").read_text().splitlines()) == 2  # refused before pytest

@@ -6,7 +6,7 @@ import torch
 
 import fairseq_local  # noqa: F401
 from helpers import make_attention, padding_mask
-from fairseq_local.cli.export import export, stage2_layout
+from fairseq_local.attention.export import export, stage2_layout
 from fairseq_local.models import build_encoder
 from fairseq_local.attention.layout import parse_layout
 from fairseq_local.attention.learned import DamMask

@@ -95,6 +95,7 @@ if __name__ == "__main__":  # plain fairseq-train, with the kind registered
 unregister_learned_kind("lband")  # in the test session, registered while this file's tests run (below)
 
 from fairseq_local.attention.layout import parse_layout  # noqa: E402
+from fairseq_local.attention import export as export_masks  # noqa: E402
 from fairseq_local.cli import export as export_cli  # noqa: E402
 from fairseq_local.models.transformer import local_encoder  # noqa: E402
 from helpers import ENV, ROOT, TINY, USER_DIR  # noqa: E402
@@ -192,13 +193,13 @@ def test_exports_as_a_fixed_band(tmp_path):
         for attn in local_encoder(model).attention_modules():
             attn.learned["lband"].theta.copy_(torch.tensor([-9.0, 0.0, 0.5, 9.0]))  # w = 0.0005, 2, 2.49, 3.9995
     cfg = {"attn_layout": LAYOUT}
-    masks = export_cli.learned_masks(cfg, model.state_dict())
+    masks = export_masks.learned_masks(cfg, model.state_dict())
     assert sorted(masks) == [(l, h) for l in range(6) for h in range(4)]
-    entries = export_cli.export(masks, 8, None)
+    entries = export_masks.export(masks, 8, None)
     d = (torch.arange(8)[:, None] - torch.arange(8)[None]).abs()
     for h, w in enumerate((0, 2, 2, 3)):
         assert torch.equal(entries[f"3.{h}"]["matrix"], d <= w), h
-    layout = export_cli.stage2_layout(parse_layout(LAYOUT), masks)
+    layout = export_masks.stage2_layout(parse_layout(LAYOUT), masks)
     assert layout == "[file*4,band-1,global*3]*6"
 
 
@@ -226,3 +227,24 @@ def test_trains_exports_and_refuses_another_kind_through_fairseq_train(tiny_data
     assert "wrote 24 masks" in printed and "--attn-layout '[file*4,band-1,global*3]*6'" in printed
     r = fairseq_train(tiny_data, save, "--attn-layout", "[band-2*4,band-1,global*3]*6", "--max-update", "8")
     assert r.returncode != 0 and "cannot resume" in r.stderr and "--attn-layout" in r.stderr, r.stderr[-2000:]
+
+
+def test_a_learned_spec_that_no_kind_realises_is_refused():
+    from fairseq_local.attention.masks import MaskSpecError, register_mask_kind, unregister_mask_kind
+    from fairseq_local.attention.masks.learned import LearnedMask
+
+    @register_mask_kind("orphan", "orphan")
+    @dataclass(frozen=True)
+    class Orphan(LearnedMask):
+        @classmethod
+        def from_params(cls, kind, params):
+            return cls()
+
+        def __str__(self) -> str:
+            return "orphan"
+
+    try:
+        with pytest.raises(MaskSpecError, match="'orphan' is learned, but Orphan is not a registered learned kind"):
+            nmt(attn_layout="[orphan,global*7]*6")
+    finally:
+        unregister_mask_kind("orphan")

@@ -5,7 +5,7 @@ export as before."""
 
 import torch
 
-from fairseq_local.cli.export import export, learned_masks
+from fairseq_local.attention.export import export, learned_masks
 from helpers.precision import setup
 
 LAYOUT = "[dam-s,aaa,dam-u,global*5]*6"

@@ -226,7 +226,7 @@ def test_random_drop_matches_the_diagonal_on_the_sentences():
 def test_p_pruning_and_its_random_baseline_realise_the_same_sparsity():
     """§3.4 at the realised sparsity: pruning P pct % of the 128² entries
     removes what lies beyond short sentences first (the old export)."""
-    from fairseq_local.cli.export import prune_by_p as prune_at_128
+    from fairseq_local.attention.export import prune_by_p as prune_at_128
 
     torch.manual_seed(0)
     m = DamMask(False, sm.N, init_std=1.0)
