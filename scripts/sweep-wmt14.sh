@@ -39,25 +39,25 @@ check_out_dir "$RUNS_ROOT" "--runs-root"
 
 # Every configuration -> its run name (the paper letter, or the arch), checked up front.
 # shellcheck disable=SC2086  # CONFIGS is a list of names
-names="$(resolve_configs $CONFIGS | cut -d' ' -f1)" || exit 1
+resolved="$(resolve_configs $CONFIGS)" || exit 1
 
 train_opts=(${GPUS:+--gpus "$GPUS"} ${DATA:+--data "$DATA"})
 eval_opts=(${AVERAGE:+--average "$AVERAGE"} ${DATA:+--data "$DATA"})
 [ -z "$AVERAGE" ] || [[ "$AVERAGE" =~ ^[1-9][0-9]*$ ]] || die "--average must be a positive integer, not '$AVERAGE'"
 
-for name in $names; do
+while read -r name arch <&3; do  # fd 3: the loop's commands keep the script's stdin
   run="$RUNS_ROOT/wmt14_$PAIR/$name"
   train=("$SCRIPTS/train-wmt14.sh" "$PAIR" "$name" "${train_opts[@]}" --save-dir "$run")
   evaluate=("$SCRIPTS/evaluate-wmt14.sh" "$PAIR" "$run" "${eval_opts[@]}")
   if [ "$JOBS" = sequential ]; then
     if [ "$DRY" = 1 ]; then
       echo "# config $name"
-      "${train[@]}" --dry-run -- "$@"
+      FAIRSEQ_LOCAL_RESOLVED_CONFIG="$name $arch" "${train[@]}" --dry-run -- "$@"
       print_command "${evaluate[@]}"
       continue
     fi
     log "sweep $PAIR: config $name"
-    "${train[@]}" -- "$@"
+    FAIRSEQ_LOCAL_RESOLVED_CONFIG="$name $arch" "${train[@]}" -- "$@"
     "${evaluate[@]}"
   else
     job="#!/usr/bin/env bash
@@ -82,5 +82,5 @@ $(print_command "${evaluate[@]}")"
     # shellcheck disable=SC2086  # SBATCH_ARGS is a list of options
     log "config $name: $(sbatch $SBATCH_ARGS "$script")"
   fi
-done
+done 3<<< "$resolved"
 [ "$DRY" = 1 ] || [ "$JOBS" = slurm ] || log "sweep done: fairseq-local tables --runs-root $RUNS_ROOT"

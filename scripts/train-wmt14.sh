@@ -56,8 +56,9 @@ fi
 [[ "$GPUS" =~ ^[0-9]+$ ]] || die "--gpus must be a number, not '$GPUS'"
 [[ "$MAXTOK" =~ ^[1-9][0-9]*$ ]] || die "--max-tokens must be a positive integer, not '$MAXTOK'"
 
-# CONFIG -> "<run name> <arch>"
-resolved="$(resolve_configs "$CONFIG")" || exit 1
+# CONFIG -> "<run name> <arch>" (sweep-wmt14.sh hands in what it resolved, one python start less per config)
+resolved="${FAIRSEQ_LOCAL_RESOLVED_CONFIG:-}"
+if [ "${resolved%% *}" != "$CONFIG" ]; then resolved="$(resolve_configs "$CONFIG")" || exit 1; fi
 read -r NAME ARCH <<< "$resolved"
 DATA="${DATA:-$FAIRSEQ_LOCAL_ROOT/data-bin/wmt14_$PAIR}"
 SAVE="${SAVE:-$FAIRSEQ_LOCAL_ROOT/runs/wmt14_$PAIR/$NAME}"

@@ -7,8 +7,9 @@ layout), and its class says everything else about it, so that nothing outside
 the class names it:
 
 * ``key``: the name of its parameter module in each attention layer
-  (``self_attn.learned.<key>``), of its penalty (``<key>_loss``) and of its
-  ρ in the hinge of the sparsity criterion;
+  (``self_attn.learned.<key>``), of its penalty (``<key>_loss``) and of the
+  ρ of its heads in the sparsity terms (``rho_sums[<key>]``; the hinge's
+  ``--aaa-hinge-heads aaa`` reads the ``aaa`` kind's);
 * :meth:`build`: its parameter module for one layer's heads of the kind,
   which may be shared across layers through ``KindBuild.shared``;
 * :meth:`realise`: M (B, n, T, S) of those heads for one forward pass, and
