@@ -1,6 +1,7 @@
 """The frozen head plan of a layer (fairseq_local/attention/plan.py) and the
 one signature of the three paths."""
 
+import ast
 import dataclasses
 import inspect
 
@@ -8,7 +9,7 @@ import pytest
 import torch
 
 from helpers import make_attention
-from fairseq_local.attention import module
+from fairseq_local.attention import dense, flex, module, window
 from fairseq_local.attention.config import ATTN_IMPLS
 from fairseq_local.attention.dense import dense_path
 from fairseq_local.attention.flex import flex_path
@@ -73,6 +74,18 @@ def test_every_path_has_the_same_signature():
     params = signatures["dense"].parameters
     assert list(params) == ["q", "k", "v", "plan", "inputs"]
     assert params["plan"].annotation is HeadPlan and params["inputs"].annotation is PathInputs
+
+
+def test_no_path_reads_the_context_for_its_inputs():
+    """What a path computes comes in through (q, k, v, plan, inputs): the
+    paths' modules never call ``current()`` (the per-forward memo, a cache of
+    what the inputs determine, is their only use of the context)."""
+    for mod in (dense, window, flex):
+        tree = ast.parse(inspect.getsource(mod))
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert "current" not in names, mod
+    assert "detach_weights" in {f.name for f in dataclasses.fields(PathInputs)}
 
 
 def test_the_paths_agree_through_their_common_signature():
