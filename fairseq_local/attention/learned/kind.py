@@ -168,7 +168,7 @@ class LearnedKind(LearnedMask):
     @classmethod
     def exportable(cls, layout: Sequence[Any], state: Mapping[str, Tensor],
                    prefix: str) -> Dict[Tuple[int, int], "Exportable"]:
-        """{(layer, head): a mask that :func:`~fairseq_local.cli.export` can
+        """{(layer, head): a mask that :func:`~fairseq_local.attention.export.export` can
         write} for the kind's heads of a checkpoint (layout, state dict, the
         encoder layers' key prefix); heads that share parameters share one
         object.  By default none: the kind's pattern depends on the input."""
