@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import pande
+from . import models, pande
 from .plan import Plan, Step
 
 PAPER = "hta"
@@ -109,7 +109,7 @@ def pande_step_ids(scale: str) -> List[str]:
     if scale == "paper":
         return ["data-paper/wmt14_en-de", f"{pande.PAPER}/wmt14_en-de/a/train", "data-paper/bert-corpus",
                 "data-paper/glue", f"{bert}/pretrain", f"{bert}/glue-s{SEED}/MNLI"]
-    return [f"{pande.PAPER}/nmt/a-s{SEED}/train", f"{bert}/pretrain", f"{bert}/glue-s{SEED}/MNLI"]
+    return [models.shared_id(scale, f"nmt/a-s{SEED}/train"), f"{bert}/pretrain", f"{bert}/glue-s{SEED}/MNLI"]
 
 
 def _borrow(plan: Plan, steps: Sequence[Step], ids: Sequence[str]) -> None:
@@ -152,7 +152,7 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
         inputs = {"pairs": d["glue_raw"] / "MNLI" / "dev_matched.tsv",
                   "bert-sentences": ["--conllu", d["standins"] / "standin-sentences.conllu"],
                   "nmt-sentences": ["--conllu", d["nmt"] / "raw" / "test.src.conllu"]}
-        nmt_ckpt, nmt_data = pande.nmt_run(theirs, "a", SEED) / "checkpoint_last.pt", d["nmt"]
+        nmt_ckpt, nmt_data = pande.nmt_run(theirs, "a", SEED) / "checkpoint_best.pt", d["nmt"]
         bpe = ["--bpe", "sentencepiece", "--bpe-model", corpus / "bpe" / "spm.model"]
         extra = [] if device == "cpu" else ["--cuda"]
     pretrained = pande.bert_run(theirs, ARCH) / "checkpoint_last.pt"

@@ -16,7 +16,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from .hta import MAX_LEN, MODELS, PAIR_MODELS, SCALES, TITLE, analysis_dir, centres_png, examples_dir
+from . import pande
+from .hta import MAX_LEN, MODELS, PAIR_MODELS, SCALES, SEED, TITLE, analysis_dir, centres_png, examples_dir
 from .hta_findings import MAIN, findings, grid, heads_of, thirds  # noqa: F401  (thirds: the layer groups)
 from .numbers_hta import HTA_FIG1, HTA_SETUP
 from .plan import Plan
@@ -174,6 +175,7 @@ def write_report(plan: Plan) -> Path:
     from .. import outputs
     from .environment import environment
     from .plan import ROOT, step_timing
+    from .models import PLATEAU_RULE, stops_line
     from .report import environment_section, findings_section
 
     results = {what: read_json(analysis_dir(plan, what) / "hta.json") for what in MODELS}
@@ -183,7 +185,9 @@ def write_report(plan: Plan) -> Path:
             f"{_size(results, 'nmt-sentences', 'NMT')}) on the stand-in data: the hard stand-in MNLI's "
             f"dev-matched pairs (the first {s.pairs}), the stand-in corpus's gold-tree sentences, the hard "
             f"synthetic corpus's test sentences. Pairs and sentences of at most {MAX_LEN} tokens are kept as in "
-            f"the paper, but the heads are narrower than {MAX_LEN}, so attention is not identifiable there (§5)"
+            f"the paper, but the heads are narrower than {MAX_LEN}, so attention is not identifiable there (§5). "
+            f"The NMT model is the reduced scales' shared baseline (a), seed {SEED}, {PLATEAU_RULE}"
+            f"{f' ({stops})' if (stops := stops_line({'(a) s1': pande.nmt_run(plan, 'a', SEED)})) else ''}"
             if reduced else
             f"BERT-base (Pande et al.'s pretraining) on MNLI dev-matched (the first {s.pairs} pairs, those of at "
             f"most {MAX_LEN} tokens kept) and Transformer-base (WMT'14 en-de) on newstest2014")

@@ -129,11 +129,15 @@ def weight_clause(x: str, weights: Dict[str, int]) -> Clause:
     return equivalent(est, RATIO_MARGIN, claim, "the printed ratio's rounding as margin")
 
 
-def nmt_findings(arms: Dict[str, Arm], weights: Dict[str, int]) -> List[Finding]:
-    """P7–P13: every configuration against (a) on the synthetic pair."""
+def nmt_findings(arms: Dict[str, Arm], weights: Dict[str, int], not_run: Sequence[str] = ()) -> List[Finding]:
+    """P7–P13: every configuration against (a) on the synthetic pair;
+    ``not_run``: the configurations the scale leaves out (their clauses are
+    not comparable)."""
     d = Deltas(arms, bleu=True)
 
     def est(x: str) -> Tuple[Optional[Estimate], str]:
+        if x in not_run:
+            return None, f"({x}) is not run at this scale"
         return d(x, "a", f"BLEU({x}) − BLEU(a)")
 
     def eq(fid: str, xs: str) -> List[Clause]:

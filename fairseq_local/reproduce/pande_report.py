@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 from .numbers_pande import PANDE_NMT, PANDE_TABLE4
-from .pande import (BERT_HEADS, BERT_LAYERS, BERT_ROWS, LETTERS, SCALES, TASKS, TITLE, analysed,
+from .pande import (BERT_HEADS, BERT_LAYERS, BERT_ROWS, LETTERS, NMT_DECODER_LAYERS, SCALES, TASKS, TITLE, analysed,
                     analysis_dir, bert_analysis, bert_run, ft_dir, nmt_run, predictions_dir, seeds_of, table4_layout)
 from .pande_analysis import analysis_findings  # noqa: F401  (P1-P6)
 from .pande_findings import Arm, bert_findings, nmt_findings, read_bleu_units  # noqa: F401  (P7-P17)
@@ -168,13 +168,15 @@ def write_report(plan: Plan) -> Path:
     from the finished runs; cells of runs not yet finished are "-"."""
     from .. import outputs
     from .environment import environment
+    from .models import PLATEAU_RULE, stops_line
     from .pande_figures import draw_all
     from .plan import ROOT, step_timing
     from .report import environment_section, findings_section
 
     s = SCALES.get(plan.scale)
-    seeds = {x: seeds_of(s, x == "a") if s else (1,) for x in LETTERS}
-    nmt_dirs = ({x: {k: nmt_run(plan, x, k) for k in seeds[x]} for x in LETTERS} if s else
+    letters = s.letters if s else LETTERS
+    seeds = {x: seeds_of(s, x == "a") if s else (1,) for x in letters}
+    nmt_dirs = ({x: {k: nmt_run(plan, x, k) for k in seeds[x]} for x in letters} if s else
                 {x: {1: plan.out / "wmt14_en-de" / x} for x in LETTERS})
     arms = nmt_arms(nmt_dirs)
     bleus = {x: arm.values for x, arm in arms.items()}
@@ -185,11 +187,14 @@ def write_report(plan: Plan) -> Path:
     bert_weights = weight_counts({a: bert_run(plan, a) for a in BERT_ROWS})
     labels = {"nmt": "NMT (a)", **{bert_analysis(t): f"BERT-base/{t}" for t in TASKS}}
     analyses = {labels[w]: analysis_dir(plan, w) for w in analysed(plan.scale)}
-    findings = analysis_findings(analyses) + nmt_findings(arms, weights) + bert_findings(garms, TASKS)
+    not_run = [x for x in LETTERS if x not in letters]
+    findings = analysis_findings(analyses) + nmt_findings(arms, weights, not_run) + bert_findings(garms, TASKS)
     timing = step_timing(plan.runs, [st.id for st in plan.steps])
     data = ("the hard synthetic corpus and the hard stand-in GLUE tasks (labels that need non-local "
             "information), with reduced models" if s else "WMT'14 and GLUE, as the paper")
-    nmt_model = (f"Transformer, 6 encoder layers × 8 heads, width {s.nmt_width}" if s else "Transformer-base")
+    nmt_model = (f"Transformer, 6 encoder layers × 8 heads, {NMT_DECODER_LAYERS} decoder layers, width {s.nmt_width}"
+                 if s else "Transformer-base")
+    stops = stops_line({f"({x}) s{k}": run for x, dirs in nmt_dirs.items() for k, run in dirs.items()}) if s else ""
     bert_model = (f"BERT, {BERT_LAYERS} layers × {BERT_HEADS} heads, width 64" if s else "BERT-base")
     sens = {analysed(plan.scale)[w]: v for w in analysed(plan.scale) if (v := read_json(analysis_dir(plan, w) / "sensitivity.json"))}
     bias = {analysed(plan.scale)[w]: v for w in analysed(plan.scale) if (v := read_json(analysis_dir(plan, w) / "bias.json"))}
@@ -212,6 +217,9 @@ def write_report(plan: Plan) -> Path:
         "## Tables 1–3: NMT configurations (a)–(l)", "",
         f"BLEU here: the synthetic test set (sacreBLEU) of the {nmt_model}, mean ± sd (seeds) where several. "
         "The paper: WMT'14 En-De and En-Ru.", "", nmt_table(bleus, weights, seeds),
+        *([f"Configurations run at this scale: {', '.join(f'({x})' for x in letters)}; the others' rows are "
+           "empty and their clauses not comparable (`--scale small` runs all twelve).", ""] if not_run else []),
+        *([f"Each model was {PLATEAU_RULE}. How each training ended: {stops}.", ""] if stops else []),
         "## Table 4: BERT-base layouts on GLUE", "",
         f"Dev accuracy (MNLI: matched) of the {bert_model}, mean ± sd over fine-tuning seeds where several; "
         "sparsity is the share of masked query-key pairs at length 128." + (layouts_note() if s else ""), "",

@@ -32,12 +32,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
 
-from .pande import SCALES as PANDE_SCALES, add_data_steps, nmt_flags
+from .pande import SCALES as PANDE_SCALES, add_data_steps, add_nmt_steps, nmt_run
 from .plan import Plan
 
 PAPER = "voita"
 TITLE = "# Voita et al., reproduced"  # the report's first line starts so
-DECODER_LAYERS = 2  # reduced scales: 2 x 8 heads per decoder attention type
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,10 @@ SCALES = {
 
 
 def model_dir(plan: Plan) -> Path:
-    return plan.out / "nmt" / "base"
+    """The analysed NMT model: the shared baseline (a), seed 1, at the reduced
+    scales (:func:`.pande.nmt_run`); at paper scale the WMT en-ru run of
+    :func:`paper_model_steps` (its ``test.bleu.json``)."""
+    return plan.out / "wmt14_en-ru" / "a" if plan.scale == "paper" else nmt_run(plan, "a", 1)
 
 
 def heads_dir(plan: Plan) -> Path:
@@ -88,24 +90,12 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
         data, ckpt, conllu, ref, gen = paper_model_steps(plan)
     else:
         data = add_data_steps(plan, PANDE_SCALES[scale], bert=False)["nmt"]
-        run, conllu, ref = model_dir(plan), data / "raw" / "test.src.conllu", data / "raw" / "test.tgt"
-        t_train, t_gen = s.minutes[:2]  # type: ignore[index]
-        plan.add(f"{PAPER}/nmt/base/train", "config (a), all heads global: training",
-                 ["bash", "scripts/train.sh", "--data", data, "--arch", "a", "--save-dir", run, "--",
-                  *decoder_layers(nmt_flags(PANDE_SCALES[scale]), DECODER_LAYERS),
-                  "--max-update", PANDE_SCALES[scale].nmt_updates, "--seed", 1, *plan.cpu_flag()], t_train)
-        plan.add(f"{PAPER}/nmt/base/test", "config (a): translating the test set",
-                 ["bash", "scripts/generate.sh", "--data", data, "--checkpoint", run / "checkpoint_last.pt",
-                  "--out", run, "--ref", ref], t_gen)
-        ckpt, gen = run / "checkpoint_last.pt", ["--cuda"] if plan.device == "cuda" else []
+        # the reduced scale's shared baseline (a), seed 1: Pande's very steps (pande.add_nmt_steps)
+        run = add_nmt_steps(plan, PANDE_SCALES[scale], data, "a", 1)
+        conllu, ref = data / "raw" / "test.src.conllu", data / "raw" / "test.tgt"
+        ckpt, gen = run / "checkpoint_best.pt", ["--cuda"] if plan.device == "cuda" else []
     add_analysis_steps(plan, s, ckpt, data, conllu, ref, gen)
     return plan
-
-
-def decoder_layers(flags: List, n: int) -> List:
-    """``flags`` with ``--decoder-layers n``."""
-    k = flags.index("--decoder-layers")
-    return [*flags[:k + 1], n, *flags[k + 2:]]
 
 
 def add_analysis_steps(plan: Plan, s: Scale, ckpt: Path, data: Path, conllu: Path, ref: Path,
@@ -144,7 +134,7 @@ def paper_model_steps(plan: Plan) -> tuple:
     pruning curve scores against (the tokenised one, DATA/tok/test.ru, as
     generate.sh's hypotheses are tokenised) and the analyses' options."""
     data = plan.runs / "data-paper" / "wmt14_en-ru"
-    run = plan.out / "wmt14_en-ru" / "a"
+    run = model_dir(plan)
     plan.add("data-paper/wmt14_en-ru", "WMT'14 en-ru: download, clean, BPE, binarise",
              ["bash", "scripts/prepare-wmt14.sh", "en-ru", "--out", data])
     plan.add(f"{PAPER}/wmt14_en-ru/a/train", "en-ru, config (a): Transformer-base",

@@ -98,6 +98,7 @@ def write_report(plan: Plan) -> Path:
     from ..analysis.pruning import curve_table
     from .environment import environment
     from .plan import ROOT, step_timing
+    from .models import PLATEAU_RULE, stops_line
     from .report import bleu, environment_section, findings_section
 
     points = head_points(read_json(heads_dir(plan) / "roles.json"))
@@ -121,7 +122,8 @@ def write_report(plan: Plan) -> Path:
     reduced = plan.scale != "paper"
     data = (f"the hard synthetic corpus (Pande et al.'s reduced scales), config (a) at width "
             f"{PANDE_SCALES[plan.scale].nmt_width} with 6 encoder layers of 8 heads and 2 decoder layers; the gates alone "
-            "are trained" if reduced else
+            f"are trained; the model is the reduced scales' shared baseline (a), seed 1, {PLATEAU_RULE}"
+            f"{f' ({stops})' if (stops := stops_line({'(a) s1': model_dir(plan)})) else ''}" if reduced else
             "WMT EN-RU and Transformer-base, every weight fine-tuned with the gates, as the paper")
     text = "\n".join([
         f"{TITLE} at `{plan.scale}` scale", "",

@@ -49,7 +49,7 @@ def test_every_experiment_is_planned(tmp_path, scale):
     assert "pande/bert/roberta_local_base/glue-s1/MNLI" in needs["hta/analysis/bert-mnli-pairs"]
     nmt = _step(plan, "hta/analysis/nmt-sentences")
     assert "--pairs" not in nmt.cmd and _flag(nmt.cmd, "--path").endswith(
-        "wmt14_en-de/a/checkpoint_best.pt" if scale == "paper" else "pande/nmt/a-s1/checkpoint_last.pt")
+        "wmt14_en-de/a/checkpoint_best.pt" if scale == "paper" else f"models-{scale}/nmt/a-s1/checkpoint_best.pt")
     for what in hta.PAIR_MODELS:  # Fig. 7: the first pairs, drawn whatever their length
         ex = _step(plan, f"hta/examples/{what}").cmd
         assert _flag(ex, "--examples") == ",".join(map(str, s.examples))

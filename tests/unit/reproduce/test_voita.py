@@ -44,7 +44,7 @@ def test_tiny_plan_shares_pandes_data_and_fits_its_budget(tmp_path):
     assert [s.id for s in plan.steps[:1]] == ["data-tiny/nmt-hard"]
     assert plan.steps[0] == pande.build("tiny", tmp_path).steps[0]  # the same step: a second paper skips it
     assert not any("bert" in s.id for s in plan.steps)
-    train = next(s for s in plan.steps if s.id == "voita/nmt/base/train")
+    train = next(s for s in plan.steps if s.id == "models-tiny/nmt/a-s1/train")
     assert train.cmd.count("--decoder-layers") == 1 and _flag(train.cmd, "--decoder-layers") == "2"
     assert _flag(train.cmd, "--arch") == "a"
     assert estimate(plan, 2) <= 45 and estimate(voita.build("small", tmp_path), 2) <= 180
@@ -59,7 +59,7 @@ def test_device_places_training_and_analyses(tmp_path):
 
     cpu, cuda = voita.build("tiny", tmp_path), voita.build("tiny", tmp_path, device="cuda")
     assert cpu.device == "cpu" and cuda.device == "cuda"
-    for sid in ("voita/nmt/base/train", "voita/prune"):
+    for sid in ("models-tiny/nmt/a-s1/train", "voita/prune"):
         assert step(cpu, sid)[-1] == "--cpu" and "--cpu" not in step(cuda, sid)
     prune = step(cpu, "voita/prune")
     assert prune.index("--cpu") > prune.index("--")  # a fairseq-train option
