@@ -32,7 +32,9 @@
 # masked_lm for fixed layouts. --cpu trains on the CPU (small runs). Anything
 # after "--" goes to both phases' fairseq-train last and overrides these.
 # TensorBoard logs in each phase's tb/; SAVE_DIR/checkpoint_last.pt links to
-# the last phase's checkpoint (the model to fine-tune). Re-running resumes: a
+# the last phase's checkpoint (the model to fine-tune), and
+# SAVE_DIR/checkpoint_best.pt to that phase's lowest dev loss (the model to
+# fine-tune after training to a plateau, --patience N). Re-running resumes: a
 # finished phase is skipped, an interrupted one resumes from its
 # checkpoint_last.pt, and phase 2 starts from phase 1's last checkpoint.
 set -euo pipefail
@@ -100,4 +102,8 @@ if [ "$DRY" = 0 ]; then  # SAVE_DIR/checkpoint_last.pt: the pretrained model, fo
   [ -f "$SAVE/$LAST/checkpoint_last.pt" ] || die "pretraining left no $SAVE/$LAST/checkpoint_last.pt"
   ln -sfn "$LAST/checkpoint_last.pt" "$SAVE/checkpoint_last.pt"
   log "pretrained model: $SAVE/checkpoint_last.pt -> $LAST/checkpoint_last.pt"
+  if [ -f "$SAVE/$LAST/checkpoint_best.pt" ]; then
+    ln -sfn "$LAST/checkpoint_best.pt" "$SAVE/checkpoint_best.pt"
+    log "lowest dev loss: $SAVE/checkpoint_best.pt -> $LAST/checkpoint_best.pt"
+  fi
 fi

@@ -65,10 +65,12 @@ MNLI, QNLI, QQP, and ρ_target the paper's own per-task values.
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from .numbers_aaa import AAA_FIG2, AAA_TABLE3, AAA_TABLE4, AAA_TASKS
-from .pande import BERT_MODEL, FT_BATCH, FT_LR, SCALES as PANDE_SCALES, SEGMENTS, add_data_steps
+from .pande import (BERT_MODEL, BERT_ROWS, FT_BATCH, FT_LR, SCALES as PANDE_SCALES, SEGMENTS, add_bert_base,
+                    add_data_steps, pretrained)
+from .pande import bert_run as pande_bert_run, pretrain_cmd as pande_pretrain_cmd
 from .plan import Plan
 from .sparsebert import layout, model_shape, paper_data_steps
 
@@ -206,6 +208,10 @@ def target(scale: str, row: Row, task: str) -> float:
 
 
 def bert_dir(plan: Plan, key: str) -> Path:
+    """A pretrained model's folder: the full model at the reduced scales is
+    their shared BERT-base (:func:`.pande.bert_run`, Pande's very step)."""
+    if key == "full" and plan.scale != "paper":
+        return pande_bert_run(plan, BERT_ROWS[0])
     return plan.out / "bert" / key
 
 
@@ -249,15 +255,6 @@ def ft_minutes(s: Scale, row: Row, task: str) -> Optional[float]:
     return round(FT_MINUTES[task] * cost * s.length_factor * s.ft_updates / 1000, 2)  # type: ignore[operator]
 
 
-def pretrain_cmd(plan: Plan, s: Scale, d: dict, key: str, opts: Sequence) -> List:
-    """Masked-LM pretraining of the reduced BERT (Pande's shape, segment embedding)."""
-    return ["bash", "scripts/pretrain-bert.sh", "roberta_local_base", "--data", d["corpus"], "--save-dir",
-            bert_dir(plan, key), "--updates", s.bert_updates, "--updates-512", 0, "--lengths", "64,128",
-            "--max-positions", N, "--batch-size", 32, "--update-freq", 1, "--lr", FT_LR, "--warmup",
-            s.bert_updates // 10, *plan.cpu_flag(), "--", *BERT_MODEL, SEGMENTS, *opts, "--dropout", "0.0",
-            "--attention-dropout", "0.0", "--seed", 1]
-
-
 def predictions_dir(plan: Plan, row: str, seed: int) -> Path:
     """Per-example dev predictions of one row and seed (``TASK.json``: gold and predicted labels)."""
     return ft_dir(plan, row, seed) / "eval" / "predictions"
@@ -276,22 +273,26 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
     else:
         d = add_data_steps(plan, PANDE_SCALES[scale], nmt=False)
     t_pre, t_eval, t_exp = s.minutes if s.minutes else (None, None, None)
-    models = {"full": ("Full attention", []),
-              **{k: (pattern_name(*FIXED[k]), ["--attn-layout", layout(pattern(*FIXED[k]), shape), *PRE])
-                 for k in PRETRAINED}}
+    to_pretrain = {"full": ("Full attention", []),
+                   **{k: (pattern_name(*FIXED[k]), ["--attn-layout", layout(pattern(*FIXED[k]), shape), *PRE])
+                      for k in PRETRAINED}}
     if paper:  # Table 3's source: a SparseBERT (dam-s) pre-trained with its L1 term
-        models["sparsebert"] = ("SparseBERT (dam-s)", ["--attn-layout", layout("dam-s", shape), *PRE,
-                                                       "--dam-lambda", SPARSEBERT_LAMBDA])
-    for key, (what, opts) in models.items():
+        to_pretrain["sparsebert"] = ("SparseBERT (dam-s)", ["--attn-layout", layout("dam-s", shape), *PRE,
+                                                            "--dam-lambda", SPARSEBERT_LAMBDA])
+    for key, (what, opts) in to_pretrain.items():
         if paper:  # §3.1: 1M updates of 32 x 8 devices, Hugging Face's defaults (lr 5e-5, no warm-up)
             cmd = ["bash", "scripts/pretrain-bert.sh", "roberta_local_base", "--data", d["corpus"], "--save-dir",
                    bert_dir(plan, key), "--updates", s.bert_updates, "--updates-512", 0, "--lengths", "512,512",
                    "--max-positions", 512, "--batch-size", 32, "--update-freq", 8, "--lr", "5e-5", "--warmup", 0,
                    "--", SEGMENTS, *opts, "--adam-betas", "(0.9, 0.999)", "--adam-eps", "1e-8",
                    "--weight-decay", "0.0"]
-        else:
-            cmd = pretrain_cmd(plan, s, d, key, opts)
-        plan.add(f"{PAPER}/bert/{key}/pretrain", f"{what}: masked-LM pretraining", cmd, t_pre)
+        elif key == "full":  # the shared BERT-base: Pande's very step
+            add_bert_base(plan, PANDE_SCALES[scale], d)
+            continue
+        else:  # Pande's recipe (pande.pretrain_cmd) with the pattern's layout
+            cmd = pande_pretrain_cmd(plan, PANDE_SCALES[scale], d, bert_dir(plan, key), opts)
+        plan.add(f"{PAPER}/bert/{key}/pretrain", f"{what}: masked-LM pretraining", cmd,
+                 t_pre if paper else PANDE_SCALES[scale].minutes[2])
     if paper:
         plan.add(f"{PAPER}/masks/sparsebert", "the pre-trained SparseBERT's mask 1[alpha > 0] (Table 3's Fixed)",
                  ["fairseq-local", "export", bert_dir(plan, "sparsebert") / "checkpoint_last.pt", "--out",
@@ -302,7 +303,7 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
         tasks = row_tasks(s, row.key)
         for task in tasks:
             cmd = ["bash", "scripts/finetune-glue.sh", "--data", d["glue"] / f"{task}-bin", "--task", task,
-                   "--checkpoint", bert_dir(plan, row.model) / "checkpoint_last.pt", "--save-dir",
+                   "--checkpoint", pretrained(plan, bert_dir(plan, row.model)), "--save-dir",
                    ft_dir(plan, row.key, seed) / task, "--recipe", "aaa", "--aaa-target", target(scale, row, task),
                    "--aaa-alpha", ALPHA if row.kind in ("aaa", "dam", "dam-layer") else 0]
             if not paper:  # fewer updates of one batch of 32, the reduced lr and its warm-up

@@ -109,7 +109,8 @@ def pande_step_ids(scale: str) -> List[str]:
     if scale == "paper":
         return ["data-paper/wmt14_en-de", f"{pande.PAPER}/wmt14_en-de/a/train", "data-paper/bert-corpus",
                 "data-paper/glue", f"{bert}/pretrain", f"{bert}/glue-s{SEED}/MNLI"]
-    return [models.shared_id(scale, f"nmt/a-s{SEED}/train"), f"{bert}/pretrain", f"{bert}/glue-s{SEED}/MNLI"]
+    return [models.shared_id(scale, f"nmt/a-s{SEED}/train"), models.shared_id(scale, "bert/base/pretrain"),
+            f"{bert}/glue-s{SEED}/MNLI"]
 
 
 def _borrow(plan: Plan, steps: Sequence[Step], ids: Sequence[str]) -> None:
@@ -155,7 +156,7 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
         nmt_ckpt, nmt_data = pande.nmt_run(theirs, "a", SEED) / "checkpoint_best.pt", d["nmt"]
         bpe = ["--bpe", "sentencepiece", "--bpe-model", corpus / "bpe" / "spm.model"]
         extra = [] if device == "cpu" else ["--cuda"]
-    pretrained = pande.bert_run(theirs, ARCH) / "checkpoint_last.pt"
+    pretrained = pande.pretrained(theirs, pande.bert_run(theirs, ARCH))
     finetuned = pande.ft_dir(theirs, ARCH, SEED) / "MNLI" / "checkpoint_best.pt"  # the one evaluate-glue.sh scores
     pairs = ["--pairs", inputs["pairs"], "--columns", MNLI_COLUMNS]
     # (analysis, checkpoint, its data folder, input options, items read, kind of item)

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Dict, List, Sequence
 
 from .numbers_pande import PANDE_NMT, PANDE_TABLE4
-from .pande import (BERT_HEADS, BERT_LAYERS, BERT_ROWS, LETTERS, NMT_DECODER_LAYERS, SCALES, TASKS, TITLE, analysed,
-                    analysis_dir, bert_analysis, bert_run, ft_dir, nmt_run, predictions_dir, seeds_of, table4_layout)
+from .pande import (BERT_HEADS, BERT_LAYERS, BERT_ROWS, BERT_WIDTH, LETTERS, NMT_DECODER_LAYERS, SCALES, TASKS, TITLE,
+                    analysed, analysis_dir, bert_analysis, bert_run, ft_dir, nmt_run, predictions_dir, seeds_of, table4_layout)
 from .pande_analysis import analysis_findings  # noqa: F401  (P1-P6)
 from .pande_findings import Arm, bert_findings, nmt_findings, read_bleu_units  # noqa: F401  (P7-P17)
 from .plan import Plan
@@ -152,7 +152,8 @@ def trees_note(plan: Plan) -> str:
         return ("The BERT models are analysed on their own task's test sentences, with the gold trees of the "
                 "stand-in tasks' generator (`glue fake --hard --trees`); the NMT baseline on its synthetic test "
                 "sentences with theirs.")
-    from .pande import PAPER_SENTENCES, parsed_conllu
+    from .pande import PAPER_SENTENCES
+    from .pande_paper import parsed_conllu
     from .pande_parse import PARSER, PARSER_VERSION, parser_of
 
     parsed = plan.runs / "data-paper" / "parsed"
@@ -195,7 +196,9 @@ def write_report(plan: Plan) -> Path:
     nmt_model = (f"Transformer, 6 encoder layers × 8 heads, {NMT_DECODER_LAYERS} decoder layers, width {s.nmt_width}"
                  if s else "Transformer-base")
     stops = stops_line({f"({x}) s{k}": run for x, dirs in nmt_dirs.items() for k, run in dirs.items()}) if s else ""
-    bert_model = (f"BERT, {BERT_LAYERS} layers × {BERT_HEADS} heads, width 64" if s else "BERT-base")
+    bert_model = (f"BERT, {BERT_LAYERS} layers × {BERT_HEADS} heads, width {BERT_WIDTH}" if s else "BERT-base")
+    # the pretraining's one phase (--lengths 64,128 with no second phase): its log
+    bert_stops = stops_line({ROW_NAMES[a]: bert_run(plan, a) / "len64" for a in BERT_ROWS}) if s else ""
     sens = {analysed(plan.scale)[w]: v for w in analysed(plan.scale) if (v := read_json(analysis_dir(plan, w) / "sensitivity.json"))}
     bias = {analysed(plan.scale)[w]: v for w in analysed(plan.scale) if (v := read_json(analysis_dir(plan, w) / "bias.json"))}
     pngs = draw_all(plan.out / "figures", plan.scale, {x: list(v.values) for x, v in bleus.items()}, nmt_model,
@@ -224,6 +227,10 @@ def write_report(plan: Plan) -> Path:
         f"Dev accuracy (MNLI: matched) of the {bert_model}, mean ± sd over fine-tuning seeds where several; "
         "sparsity is the share of masked query-key pairs at length 128." + (layouts_note() if s else ""), "",
         bert_table(scores, bert_weights, TASKS, 128, bert_seeds),
+        *([f"The rows are pretrained for the scale's few updates, not to a plateau (a BERT pretrained 20 times "
+           f"longer fine-tuned worse on these stand-ins: `reproduce/pande.py`). The plateau check of each "
+           f"pretraining (at a plateau when its best dev loss fell by less than 1 % over its last 10 epochs): "
+           f"{bert_stops}.", ""] if bert_stops else []),
         "## Figs. 1–3: sensitivity and attention bias", "",
         f"Analysed (§3): {models}. {trees_note(plan)}", "", *figs, "",
     ])

@@ -51,6 +51,8 @@ def test_two_phases_resume_and_loss_falls(mlm_data, tmp_path):
     second = torch.load(save / "len64" / "checkpoint_last.pt", weights_only=False)
     assert first["optimizer_history"][-1]["num_updates"] == 6
     assert second["optimizer_history"][-1]["num_updates"] == 8  # phase 2 goes on from phase 1
+    last = save / "checkpoint_last.pt"  # SAVE_DIR links the last phase's checkpoint
+    assert last.is_symlink() and last.resolve() == (save / "len64" / "checkpoint_last.pt").resolve()
     log = (save / "len32" / "train.log").read_text()
     losses = [float(line.split(" loss=")[1].split(",")[0]) for line in log.splitlines() if " loss=" in line]
     assert losses[-1] < losses[0]
@@ -73,6 +75,8 @@ def test_dam_images_export_and_second_stage(mlm_data, tmp_path):
     pretrain(mlm_data, "roberta_dam_u", stage1, "--dam-lambda", "1e-3", "--mask-image-interval", "2",
              "--mask-image-len", "16")
     ckpt = stage1 / "len32" / "checkpoint_last.pt"
+    best = stage1 / "checkpoint_best.pt"  # and its lowest dev loss, for a run trained to a plateau
+    assert best.is_symlink() and best.resolve() == (stage1 / "len32" / "checkpoint_best.pt").resolve()
     assert {"masks/l1_h1_dam-u_P", "masks/l1_h12_dam-u_P"} <= tb_tags(stage1 / "len32" / "tb" / "train", "images")
     assert {"dam_loss", "dam_density"} <= tb_tags(stage1 / "len32" / "tb" / "valid", "scalars")
     masks = tmp_path / "masks.pt"

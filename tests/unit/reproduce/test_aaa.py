@@ -10,7 +10,7 @@ import torch
 from fairseq_local.reproduce import aaa, pande
 from fairseq_local.reproduce import aaa_report as rep
 from fairseq_local.reproduce.numbers_aaa import AAA_FINDINGS, AAA_TABLE4, AAA_TASKS
-from fairseq_local.reproduce.plan import dependencies, estimate
+from fairseq_local.reproduce.plan import BUDGETS, dependencies, estimate
 from fairseq_local.reproduce.report import read_findings
 from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
@@ -39,8 +39,12 @@ def test_every_experiment_is_planned(tmp_path, scale):
                 assert f"aaa/glue/{key}/s{seed}/{task}" in ids, (key, task)
     assert set(aaa.fig2_rows(s)) == {f"l{k}g2" for k in s.sizes} | {f"l2g{k}" for k in s.sizes}
     pre = [st for st in plan.steps if st.cmd[:2] == ("bash", "scripts/pretrain-bert.sh")]
-    assert [st.id.split("/")[2] for st in pre] == ["full", "l2g2", "l2g1r1"] + (["sparsebert"] if scale == "paper"
-                                                                                else [])
+    # the full model: at the reduced scales the shared BERT-base (models-SCALE/bert/base), Pande's very step
+    full = "aaa/bert/full/pretrain" if scale == "paper" else f"models-{scale}/bert/base/pretrain"
+    assert [st.id for st in pre] == [full, "aaa/bert/l2g2/pretrain", "aaa/bert/l2g1r1/pretrain"] + (
+        ["aaa/bert/sparsebert/pretrain"] if scale == "paper" else [])
+    if scale != "paper":
+        assert pre[0] == next(st for st in pande.build(scale, tmp_path).steps if st.id == full)
     assert all(pande.SEGMENTS in st.cmd and st.cmd[2] == "roberta_local_base" for st in pre)
     for st in _finetunes(plan):
         row = rows[st.id.split("/")[2]]
@@ -50,12 +54,14 @@ def test_every_experiment_is_planned(tmp_path, scale):
         assert (float(_flag(st.cmd, "--aaa-target")) > 0) == learned
         assert ("--aaa-hinge-heads" in st.cmd) == learned and ("--dam-per-layer" in st.cmd) == (row.kind == "dam-layer")
         src = "full" if row.key == "full" or not row.key.endswith("-pt") else row.key[:-3]
-        assert _flag(st.cmd, "--checkpoint").endswith(f"aaa/bert/{src}/checkpoint_last.pt")
+        want = (f"models-{scale}/bert/base/checkpoint_last.pt" if src == "full" and scale != "paper" else
+                f"aaa/bert/{src}/checkpoint_last.pt")  # the full model at the reduced scales: the shared BERT-base
+        assert _flag(st.cmd, "--checkpoint").endswith(want)
 
 
 def test_budgets_and_tasks(tmp_path):
     tiny, small = aaa.build("tiny", tmp_path), aaa.build("small", tmp_path / "s")
-    assert estimate(tiny, 2) <= 45 and estimate(small, 2) <= 180
+    assert estimate(tiny, 2) <= BUDGETS["tiny"]["aaa"] and estimate(small, 2) <= BUDGETS["small"]["aaa"]
     assert estimate(tiny, 1) == pytest.approx(tiny.minutes())
     assert aaa.build("paper", tmp_path / "p").minutes() is None
     assert {_flag(st.cmd, "--task") for st in _finetunes(tiny)} == {"MNLI", "QQP"}
@@ -102,7 +108,7 @@ def test_layouts_are_the_papers_patterns(tmp_path):
         if row.kind != "fixed":
             continue
         layout = parse_layout(_flag(st.cmd, "--attn-layout"))
-        assert len(layout) == 4 and all(len(layer.heads) == 4 for layer in layout)
+        assert len(layout) == pande.BERT_LAYERS and all(len(layer.heads) == pande.BERT_HEADS for layer in layout)
         local, glob, rand = aaa.FIXED.get(row.key.replace("-pt", ""), None) or (
             int(row.key[1]), int(row.key[3:].split("g")[-1]), 0)
         mask = layout[0].heads[0].mask
@@ -113,10 +119,10 @@ def test_layouts_are_the_papers_patterns(tmp_path):
         seen.add(row.key)
     assert {"l2g2", "l3g1", "l2g1r1", "l1g1r2", "l2g2-pt", "l2g1r1-pt", "l1g2", "l8g2", "l2g8"} <= seen
     aaa_step = next(st for st in plan.steps if st.id == "aaa/glue/aaa-l2g2/s2/QQP")
-    assert _flag(aaa_step.cmd, "--attn-layout") == "[aaa*4]*4"
+    assert _flag(aaa_step.cmd, "--attn-layout") == f"[aaa*{pande.BERT_HEADS}]*{pande.BERT_LAYERS}"
     assert str(parse_layout("[aaa*4]*4")[0].heads[0].mask) == "aaa"
     dam = next(st for st in plan.steps if st.id == "aaa/glue/diag-task-layer/s1/MNLI")
-    assert _flag(dam.cmd, "--attn-layout") == "[dam-s*4]*4" and _flag(dam.cmd, "--aaa-hinge-heads") == "learned"
+    assert _flag(dam.cmd, "--attn-layout") == f"[dam-s*{pande.BERT_HEADS}]*{pande.BERT_LAYERS}" and _flag(dam.cmd, "--aaa-hinge-heads") == "learned"
 
 
 def test_targets_of_eq10(tmp_path):
@@ -143,7 +149,7 @@ def test_fixed_diagonal_comes_from_the_other_task(tmp_path):
         assert f"aaa/glue/diag-task/s1/{other}" in needs[ex.id]
         ft = next(st for st in plan.steps if st.id == f"aaa/glue/diag-fixed/s1/{task}")
         assert _flag(ft.cmd, "--mask-file") == ex.cmd[ex.cmd.index("--out") + 1] and ex.id in needs[ft.id]
-        assert _flag(ft.cmd, "--attn-layout") == "[file*4]*4"
+        assert _flag(ft.cmd, "--attn-layout") == f"[file*{pande.BERT_HEADS}]*{pande.BERT_LAYERS}"
 
 
 # ---- the report -------------------------------------------------------------------------------------

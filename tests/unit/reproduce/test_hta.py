@@ -9,7 +9,7 @@ import pytest
 
 from fairseq_local.reproduce import hta, pande
 from fairseq_local.reproduce import hta_report as rep
-from fairseq_local.reproduce.plan import dependencies, estimate
+from fairseq_local.reproduce.plan import BUDGETS, dependencies, estimate
 from fairseq_local.reproduce import hta_findings as fin
 from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
@@ -42,10 +42,12 @@ def test_every_experiment_is_planned(tmp_path, scale):
         assert _flag(cmd, "--pairs").endswith("MNLI/dev_matched.tsv") and _flag(cmd, "--columns") == "sentence1,sentence2"
         assert _flag(cmd, "--max-sentences") == str(s.pairs)
     assert _flag(pretrained, "--pairs") == _flag(finetuned, "--pairs")
-    assert _flag(pretrained, "--path").endswith("pande/bert/roberta_local_base/checkpoint_last.pt")
+    assert _flag(pretrained, "--path").endswith(
+        "pande/bert/roberta_local_base/checkpoint_last.pt" if scale == "paper" else f"models-{scale}/bert/base/checkpoint_last.pt")
     assert _flag(finetuned, "--path").endswith("pande/bert/roberta_local_base/glue-s1/MNLI/checkpoint_best.pt")
     assert _flag(finetuned, "--data").endswith("MNLI-bin")
-    assert "pande/bert/roberta_local_base/pretrain" in needs["hta/analysis/bert-pairs"]
+    assert ("pande/bert/roberta_local_base/pretrain" if scale == "paper" else f"models-{scale}/bert/base/pretrain") \
+        in needs["hta/analysis/bert-pairs"]
     assert "pande/bert/roberta_local_base/glue-s1/MNLI" in needs["hta/analysis/bert-mnli-pairs"]
     nmt = _step(plan, "hta/analysis/nmt-sentences")
     assert "--pairs" not in nmt.cmd and _flag(nmt.cmd, "--path").endswith(
@@ -78,8 +80,8 @@ def test_shared_steps_are_pandes_very_steps(tmp_path, scale):
 
 
 def test_reduced_plans_fit_their_budgets(tmp_path):
-    assert estimate(hta.build("tiny", tmp_path), 2) <= 45
-    assert estimate(hta.build("small", tmp_path), 2) <= 180
+    for scale in ("tiny", "small"):
+        assert estimate(hta.build(scale, tmp_path), 2) <= BUDGETS[scale]["hta"]
 
 
 @pytest.mark.parametrize("scale", ["tiny", "small"])

@@ -114,13 +114,16 @@ def test_tables_and_report(runs):
     nmt = rep.nmt_table(bleus, {"a": 6_291_456}, seeds)
     assert "| (a) Baseline | 1 | 1, 2, 3 | 6,291,456 | 6,291,456 | 51.00 ± 1.00 (3) | +0.00 | 30.01 |" in nmt
     assert "| (h) 2LocHeads 6TiedLoc All6 | 2 | 1 | - | 3,932,160 | 47.00 | -4.00 | 30.12 | +0.11 | 28.57 | -0.52 |" in nmt
+    line = ("| valid | epoch {:03d} | valid on 'valid' subset | loss {} | nll_loss 2.0 | ppl 4.0 | "
+            "num_updates {}\n")
+    losses = [4.0 - 0.1 * k for k in range(11)] + [3.0] * 10  # flat over the last 10 epochs
     (pande.nmt_run(runs, "a", 1) / "train.log").write_text(
-        "valid | num_updates 226\nearly stop since valid performance hasn't improved for last 5 runs\n"
-        "done training in 9.0 seconds\n")
-    (pande.nmt_run(runs, "f", 1) / "train.log").write_text("num_updates 600\ndone training in 9.0 seconds\n")
+        "".join(line.format(k + 1, x, 100 * (k + 1)) for k, x in enumerate(losses)) + "done training in 9.0 seconds\n")
+    (pande.nmt_run(runs, "f", 1) / "train.log").write_text(line.format(1, 5.0, 600) + "done training in 9 seconds\n")
     path = rep.write_report(runs)
     text = path.read_text()
-    assert "How each training ended: (a) s1: plateau at update 226; (f) s1: cap of 600 updates reached." in text
+    assert ("How each training ended: (a) s1: 2,100 updates, best dev loss 3, -0.0 % over the last 10 epochs "
+            "(plateau); (f) s1: 600 updates, best dev loss 5 (too few epochs to check the plateau).") in text
     # tiny runs (a), (f), (i), (l): the others' clauses say so
     assert "Configurations run at this scale: (a), (f), (i), (l);" in text
     assert "(b) drops at most 0.14 below (a): not comparable ((b) is not run at this scale)" in text

@@ -69,7 +69,7 @@ def test_device_reaches_the_plan_and_drops_cpu(tmp_path):
     cpu = pande.build("tiny", tmp_path)
     gpu = pande.build("tiny", tmp_path, device="cuda")
     assert cpu.device == "cpu" and gpu.device == "cuda"
-    assert pande.build_paper(tmp_path, device="cuda").device == "cuda"
+    assert pande.build("paper", tmp_path, device="cuda").device == "cuda"
     assert pande.build("paper", tmp_path, device="cuda").device == "cuda"
     train = [s for s in cpu.steps if s.id.endswith("/pretrain") or "/glue-s" in s.id and s.cmd[1].endswith("finetune-glue.sh")]
     assert train and all("--cpu" in s.cmd for s in train)

@@ -28,8 +28,8 @@ def test_tiny_plan_covers_every_experiment(tmp_path):
             assert f"{pre}/{letter}-s{seed}/train" in ids and f"{pre}/{letter}-s{seed}/test" in ids
     assert sum(i.endswith("/train") for i in ids) == (len(s.letters) - 1) * len(s.seeds) + len(s.base_seeds)
     # Table 4: six rows, four tasks each, evaluated per seed
-    for arch in pande.BERT_ROWS:
-        assert f"pande/bert/{arch}/pretrain" in ids
+    for arch in pande.BERT_ROWS:  # BERT-base: the shared model
+        assert (f"pande/bert/{arch}/pretrain" if arch != pande.BERT_ROWS[0] else "models-tiny/bert/base/pretrain") in ids
         for task in pande.TASKS:
             assert f"pande/bert/{arch}/glue-s1/{task}" in ids
     # Figs. 1-3: the NMT baseline and BERT-base fine-tuned on each task
@@ -278,7 +278,8 @@ def test_table4_layouts_scale_to_the_reduced_model(tmp_path):
     assert tied == [0, 0, 0, 16, 12, 8]
     plan = pande.build("tiny", tmp_path)
     for arch in pande.BERT_ROWS:
-        pre = next(st for st in plan.steps if st.id == f"pande/bert/{arch}/pretrain")
+        sid = "models-tiny/bert/base/pretrain" if arch == pande.BERT_ROWS[0] else f"pande/bert/{arch}/pretrain"
+        pre = next(st for st in plan.steps if st.id == sid)
         assert pre.cmd[2] == "roberta_local_base"
         assert pre.cmd[pre.cmd.index("--attn-layout") + 1] == pande.table4_layout(arch)
         assert "--segment-embeddings" in pre.cmd  # BERT's (Table 4's rows); fine-tuning reads it from the checkpoint

@@ -13,7 +13,7 @@ from fairseq_local.reproduce import pande, voita
 from fairseq_local.reproduce import voita_figures as figs
 from fairseq_local.reproduce import voita_findings as vf
 from fairseq_local.reproduce import voita_report as rep
-from fairseq_local.reproduce.plan import dependencies, estimate
+from fairseq_local.reproduce.plan import BUDGETS, dependencies, estimate
 from fairseq_local.reproduce.report import read_findings
 from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
@@ -47,7 +47,7 @@ def test_tiny_plan_shares_pandes_data_and_fits_its_budget(tmp_path):
     train = next(s for s in plan.steps if s.id == "models-tiny/nmt/a-s1/train")
     assert train.cmd.count("--decoder-layers") == 1 and _flag(train.cmd, "--decoder-layers") == "2"
     assert _flag(train.cmd, "--arch") == "a"
-    assert estimate(plan, 2) <= 45 and estimate(voita.build("small", tmp_path), 2) <= 180
+    assert estimate(plan, 2) <= BUDGETS["tiny"]["voita"] and estimate(voita.build("small", tmp_path), 2) <= BUDGETS["small"]["voita"]
 
 
 def test_device_places_training_and_analyses(tmp_path):
