@@ -34,8 +34,7 @@ def learned_masks(model_cfg: dict, state_dict: Dict[str, torch.Tensor]) -> Dict[
 
 def exportable_names() -> str:
     """The layout names of the learned kinds that export, e.g. ``dam-u/dam-s``."""
-    return "/".join(name for kind in LEARNED_KINDS.values()
-                    if kind.exportable.__func__ is not LearnedKind.exportable.__func__ for name in kind._names)
+    return "/".join(name for kind in LEARNED_KINDS.values() if kind.exports() for name in kind._names)
 
 
 def end_entries(n: int) -> torch.Tensor:
@@ -139,7 +138,7 @@ def stage2_layout(layout: Sequence[LayerSpec], exported: Optional[Iterable[Tuple
     def replaced(l: int, h: int, spec) -> bool:
         if done is not None:
             return (l, h) in done
-        return isinstance(spec, LearnedKind) and type(spec).exportable.__func__ is not LearnedKind.exportable.__func__
+        return isinstance(spec, LearnedKind) and type(spec).exports()
 
     return format_layout(tuple(
         LayerSpec(tuple(HeadSpec(FileMask(l, h), s.group, s.gated) if replaced(l, h, s.mask) else s

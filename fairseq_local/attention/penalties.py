@@ -156,6 +156,7 @@ def _terms(cfg, modules: Sequence[nn.Module], records: Sequence[AttentionRecord]
             rho = rho + use.rho.sum()
             count += use.rho.shape[0] * use.rho.shape[1]
         terms.rho_sums[key], terms.rho_counts[key] = rho, float(count)
+        log[f"{key}_rho_sum"], log[f"{key}_count"] = rho.detach(), float(count)  # every kind's ρ, logged once here
         learned, learned_count = learned + rho, learned_count + count
     if learned_count:  # ρ of the learned heads (Wang et al. §4.1, Eq. 9-10)
         terms.rho_sums["learned"], terms.rho_counts["learned"] = learned, float(learned_count)

@@ -243,18 +243,14 @@ class AxisAdaptiveSpec(LearnedKind):
 
     @classmethod
     def penalty(cls, cfg: Any, uses: Sequence[KindUse]) -> Tuple[Optional[Tensor], Dict[str, object]]:
-        """No penalty; logs ρ of the ``aaa`` heads and the active rows and columns."""
+        """No penalty; logs the active rows and columns (ρ of the ``aaa`` heads,
+        ``aaa_rho_sum``/``aaa_count``, is logged for every kind by the penalties)."""
         log: Dict[str, object] = {}
-        rho, count = 0.0, 0
         for use in uses:
-            rho = rho + use.rho.sum()
-            count += use.rho.shape[0] * use.rho.shape[1]
             on = (use.realised.extra > 0.5) & use.real.unsqueeze(0)  # (2, B, T)
             rows, cols = on.sum((1, 2)).float().unbind(0)
             for key, value in (("aaa_rows", rows), ("aaa_cols", cols), ("aaa_tokens", use.real.sum())):
                 log[key] = log.get(key, 0.0) + value
-        if count:
-            log["aaa_rho_sum"], log["aaa_count"] = rho.detach(), float(count)
         return None, log
 
     @classmethod

@@ -132,7 +132,9 @@ class LearnedKind(LearnedMask):
     def penalty(cls, cfg: Any, uses: Sequence[KindUse]) -> Tuple[Optional[Tensor], Dict[str, object]]:
         """The kind's penalty (a float32 scalar, or None: it has none) and its
         logging values (tensors or numbers; ``(sum, count)`` pairs named in
-        :attr:`rates`), over the layers' ``uses`` in layer order."""
+        :attr:`rates`), over the layers' ``uses`` in layer order.  ρ of the
+        kind's heads (Eq. 9) is logged for every kind as ``KEY_rho_sum`` and
+        ``KEY_count`` by :func:`~fairseq_local.attention.penalties.sparsity_terms`."""
         return None, {}
 
     @classmethod
@@ -173,6 +175,12 @@ class LearnedKind(LearnedMask):
         encoder layers' key prefix); heads that share parameters share one
         object.  By default none: the kind's pattern depends on the input."""
         return {}
+
+    @classmethod
+    def exports(cls) -> bool:
+        """Whether the kind overrides :meth:`exportable` (its heads can become
+        fixed ``file`` masks)."""
+        return cls.exportable.__func__ is not LearnedKind.exportable.__func__
 
 
 class Exportable(Protocol):

@@ -61,6 +61,16 @@ def test_progressive_pruning_drops_the_smallest_entries():
 def test_stage2_layout_keeps_other_heads_and_groups():
     layout = parse_layout("[dam-s@a,band-1@a,global:gate,dam-u]*2")
     assert stage2_layout(layout) == "[file@a,band-1@a,global:gate,file]*2"
+    # AAA's pattern depends on the input: it does not export, and stays
+    assert stage2_layout(parse_layout("[dam-u,aaa]")) == "[file,aaa]"
+
+
+def test_which_kinds_export():
+    from fairseq_local.attention.export import exportable_names
+    from fairseq_local.attention.learned import AxisAdaptiveSpec, DamSpec
+
+    assert DamSpec.exports() and not AxisAdaptiveSpec.exports()
+    assert exportable_names() == "dam-u/dam-s"
 
 
 def test_file_mask_errors(tmp_path):

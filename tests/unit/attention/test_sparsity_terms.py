@@ -59,6 +59,8 @@ def test_eq9_and_the_footnote_for_local_2():
     assert terms.log["rho_sum"] / terms.log["rho_count"] == pytest.approx(overall, abs=1e-6)
     assert terms.log["rho_l1_sum"] == pytest.approx(terms.log["rho_sum"])
     assert terms.log["aaa_rows"] == 0 and terms.log["aaa_tokens"] == sum(lengths)
+    # the kind's logged (sum, count) of ρ: its two heads over four sentences, the hinge's very ρ
+    assert terms.log["aaa_count"] == 8 and float(terms.log["aaa_rho_sum"]) == pytest.approx(2 * sum(local2), abs=1e-5)
 
 
 @pytest.mark.parametrize("convention", ["sum", "density"])
