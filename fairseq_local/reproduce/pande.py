@@ -133,7 +133,7 @@ def add_nmt_steps(plan: Plan, s: Scale, data: Path, letter: str, seed: int) -> P
     Pascual's plans add these very steps, and whichever runs first trains it."""
     run = nmt_run(plan, letter, seed)
     pre = models.shared_id(plan.scale, "nmt") if letter == "a" else f"{PAPER}/nmt"
-    plan.add(f"{pre}/{letter}-s{seed}/train", f"config ({letter}), seed {seed}: training to the plateau",
+    plan.add(f"{pre}/{letter}-s{seed}/train", f"config ({letter}), seed {seed}: training, {s.nmt_updates:,} updates",
              ["bash", "scripts/train.sh", "--data", data, "--arch", letter, "--save-dir", run, "--",
               *nmt_flags(s), "--seed", seed, *plan.cpu_flag()], s.minutes[0])
     plan.add(f"{pre}/{letter}-s{seed}/test", f"config ({letter}), seed {seed}: translating the test set",
