@@ -40,7 +40,9 @@ fine-tune bert-base-cased, which has one, and without it the reduced model
 stays near the pair tasks' floors (docs/reproductions/README.md), while every
 task here is a pair task.  ``convert-roberta`` reads stock fairseq RoBERTa,
 which has no segment embedding; so the full model is pretrained as
-``roberta_local_base`` (all heads global) and each fine-tuning run names its
+``roberta_local_base`` (all heads global; at the reduced scales it is the
+BERT-base that Pande's and Pascual's plans share, :func:`.pande.add_bert_base`)
+and each fine-tuning run names its
 layout (``--attn-layout``, after ``--``: a new stage from the checkpoint, its
 learned extras freshly initialised).  ``tiny`` runs MNLI and QQP: the largest
 two of Fig. 2's tasks, one on each side of its local/global finding (W5), and
