@@ -76,13 +76,19 @@ def test_prepared_tasks_load_in_fairseqs_sentence_prediction(prepared):
 
 @pytest.fixture(scope="module")
 def pretrained(prepared):
-    """A tiny masked-LM checkpoint (2 updates) over the pretraining dictionary."""
+    """A tiny masked-LM checkpoint (2 updates) over the pretraining dictionary.
+
+    ``--data-buffer-size 0``: stopped 2 updates into a 15-batch epoch,
+    fairseq's prefetching thread (a daemon) is still collating batches in
+    torch when the interpreter exits, which under load aborted the finished
+    run ("terminate called without an active exception", status -6)."""
     w, _ = prepared
     run(["fairseq-train", str(w / "pt-bin"), "--user-dir", USER_DIR, "--task", "masked_lm",
          "--arch", "roberta_local_base", "--criterion", "masked_lm_with_sparsity", "--max-positions", "64",
          "--tokens-per-sample", "64", "--sample-break-mode", "complete", "--optimizer", "adam", "--lr", "1e-3",
          "--lr-scheduler", "inverse_sqrt", "--warmup-updates", "1", "--batch-size", "16", "--max-update", "2",
-         "--cpu", "--save-dir", str(w / "pt"), "--disable-validation", "--no-epoch-checkpoints", *TINY])
+         "--cpu", "--save-dir", str(w / "pt"), "--disable-validation", "--no-epoch-checkpoints",
+         "--data-buffer-size", "0", *TINY])
     return w / "pt" / "checkpoint_last.pt"
 
 
