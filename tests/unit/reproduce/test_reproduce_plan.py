@@ -20,15 +20,16 @@ def test_tiny_plan_covers_every_experiment(tmp_path):
     assert len(ids) == len(set(ids))
     s = pande.SCALES["tiny"]
     # Tables 1-3: every configuration, (a) with the baseline seeds
-    assert set(s.letters) == set("afil")  # tiny: the headline configurations (pande.SCALES)
+    assert s.letters == ("a",)  # tiny: the baseline's three seeds only (pande.SCALES)
     for letter in s.letters:
         seeds = s.base_seeds if letter == "a" else s.seeds
         for seed in seeds:
             pre = "models-tiny/nmt" if letter == "a" else "pande/nmt"  # (a): the shared baseline
             assert f"{pre}/{letter}-s{seed}/train" in ids and f"{pre}/{letter}-s{seed}/test" in ids
     assert sum(i.endswith("/train") for i in ids) == (len(s.letters) - 1) * len(s.seeds) + len(s.base_seeds)
-    # Table 4: six rows, four tasks each, evaluated per seed
-    for arch in pande.BERT_ROWS:  # BERT-base: the shared model
+    # Table 4: tiny's three rows (small: six), four tasks each, evaluated per seed
+    assert s.bert_rows == pande.BERT_ROWS[:3] and pande.SCALES["small"].bert_rows == pande.BERT_ROWS
+    for arch in s.bert_rows:  # BERT-base: the shared model
         assert (f"pande/bert/{arch}/pretrain" if arch != pande.BERT_ROWS[0] else "models-tiny/bert/base/pretrain") in ids
         for task in pande.TASKS:
             assert f"pande/bert/{arch}/glue-s1/{task}" in ids
@@ -222,8 +223,8 @@ def test_dependencies_follow_the_paths_a_step_writes_and_reads(tmp_path):
     plan.add("pande/quoted", "an empty and a root argument", ["bash", "x.sh", "", "/", "--out", tmp_path / "q"])
     assert dependencies(plan.steps)["pande/quoted"] == {"pande/report"}  # the step without known outputs
     real = dependencies(pande.build("tiny", tmp_path).steps)
-    assert real["pande/nmt/f-s1/train"] == {"data-tiny/nmt-hard"}
-    assert real["pande/nmt/f-s1/test"] == {"data-tiny/nmt-hard", "pande/nmt/f-s1/train"}
+    assert real["models-tiny/nmt/a-s2/train"] == {"data-tiny/nmt-hard"}
+    assert real["models-tiny/nmt/a-s2/test"] == {"data-tiny/nmt-hard", "models-tiny/nmt/a-s2/train"}
     ft = [i for i in real if i.startswith("pande/bert/roberta_band2/glue-s1/") and not i.endswith(("eval", "predictions"))]
     assert len(ft) == 4 and all(real[i] & set(ft) == set() for i in ft)  # the four tasks run side by side
     assert set(ft) <= real["pande/bert/roberta_band2/glue-s1/eval"]
@@ -276,9 +277,9 @@ def test_table4_layouts_scale_to_the_reduced_model(tmp_path):
     tied = [sum(h.group == "@@t" for layer in parse_layout(pande.table4_layout(a, 4, 4)) for h in layer.heads)
             for a in pande.BERT_ROWS]
     assert tied == [0, 0, 0, 16, 12, 8]
-    plan = pande.build("tiny", tmp_path)
+    plan = pande.build("small", tmp_path)  # every row (tiny: the first three)
     for arch in pande.BERT_ROWS:
-        sid = "models-tiny/bert/base/pretrain" if arch == pande.BERT_ROWS[0] else f"pande/bert/{arch}/pretrain"
+        sid = "models-small/bert/base/pretrain" if arch == pande.BERT_ROWS[0] else f"pande/bert/{arch}/pretrain"
         pre = next(st for st in plan.steps if st.id == sid)
         assert pre.cmd[2] == "roberta_local_base"
         assert pre.cmd[pre.cmd.index("--attn-layout") + 1] == pande.table4_layout(arch)
