@@ -31,7 +31,8 @@ tiny and small scale, each with half the cores; 1 at paper scale), a step
 once the steps whose outputs it reads have finished. A finished step is
 skipped and an interrupted one resumes (the scripts resume from their
 checkpoints); a re-run of a finished plan only rewrites the report. Logs are
-in RUNS/logs/."""
+in RUNS/logs/. One reproduction at a time writes a runs folder (RUNS/.lock):
+a second is refused, naming the first one's process id."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,9 +88,11 @@ def _main(args: argparse.Namespace) -> int:
     from ..reproduce.plan import check_plan_file, print_plan, run_plan
 
     from .. import outputs
+    from ..locks import folder_lock
     from .analyze import check_output_folder
 
     runs = Path(args.runs).absolute()
+    check_runs(runs)
     papers = list(PAPERS) if args.paper == "all" else [args.paper]
     plans = [paper_module(paper).build(args.scale, runs, device=args.device) for paper in papers]
     reports = [outputs.Output(str(plan.out / "report.md"), "report", outputs.text_starting(paper_module(p).TITLE))
@@ -106,13 +109,34 @@ def _main(args: argparse.Namespace) -> int:
     if args.scale == "paper":
         print("note: paper scale trains Transformer-base and BERT-base on the full data; it is meant for GPUs")
     written = []
-    for paper, plan in zip(papers, plans):
-        run_plan(plan, jobs)
-        written.append(paper_module(paper, "report").write_report(plan))
-        print(f"reproduce {paper}: report in {written[-1]}")
-    if args.paper == "all":
-        print(f"reproduce all: summary in {write_summary(runs, args.scale, papers, written)}")
+    with folder_lock(runs, "reproduce"):  # one reproduction per runs folder
+        for paper, plan in zip(papers, plans):
+            run_plan(plan, jobs)
+            written.append(paper_module(paper, "report").write_report(plan))
+            print(f"reproduce {paper}: report in {written[-1]}")
+        if args.paper == "all":
+            print(f"reproduce all: summary in {write_summary(runs, args.scale, papers, written)}")
     return 0
+
+
+def check_runs(runs: Path) -> None:
+    """Refuse a ``--runs`` folder where a run's folders (``data-tiny/``,
+    ``logs/``, one per paper) would land among other things: the file-system
+    root, the checkout itself or one of its source folders, or a fairseq data
+    folder."""
+    from ..errors import OptionError
+    from ..reproduce.plan import ROOT
+
+    r = runs.resolve()
+    where = ("the file-system root" if r == Path(r.anchor) else f"the checkout {ROOT}" if r == ROOT else
+             f"the checkout's source folder {r}" if ROOT in r.parents and r.relative_to(ROOT).parts[0] in SOURCES
+             else f"a fairseq data folder ({r}: dict.txt, *.idx)" if (r / "dict.txt").is_file() or any(r.glob("*.idx"))
+             else None)
+    if where:
+        raise OptionError(f"--runs {runs} is {where}: give the runs a folder of their own (default runs/reproduce)")
+
+
+SOURCES = ("fairseq_local", "fairseq_local_data", "scripts", "tests", "docs", ".git")  # the checkout's own folders
 
 
 SUMMARY_TITLE = "# The papers, reproduced"

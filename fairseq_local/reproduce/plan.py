@@ -15,8 +15,10 @@ share (the data) have the same id, so the second paper skips them.
 import json
 import os
 import shlex
+import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -231,10 +233,30 @@ def _stamp(plan: Plan, s: Step, seconds: float, jobs: int, env: Dict[str, str]) 
                                           "finished": time.strftime("%Y-%m-%d %H:%M:%S")}) + "\n")
 
 
+class Interrupted(Exception):
+    """SIGTERM (a preemption, ``kill``) while the runner waits on its steps."""
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise Interrupted()
+
+
 def run_plan(plan: Plan, jobs: int = 1) -> None:
     """Run every step not yet done, ``jobs`` at a time as their dependencies
     allow; one ``error:`` line (InputError) naming the first step that failed
-    and its log, once the steps still running have finished."""
+    and its log, once the steps still running have finished.  Interrupted
+    (Ctrl-C, SIGTERM), it stops the running steps, waits for them, and says
+    in one line what a re-run does: no step goes on writing unwatched."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupted) if main else None
+    try:
+        _run_plan(plan, jobs)
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
+
+
+def _run_plan(plan: Plan, jobs: int) -> None:
     check_plan_file(plan)
     write_plan_file(plan)
     number = {s.id: k for k, s in enumerate(plan.steps, 1)}
@@ -276,10 +298,15 @@ def run_plan(plan: Plan, jobs: int = 1) -> None:
                 _stamp(plan, s, seconds, jobs, env)
                 done.add(sid)
                 print(f"      done: {sid} in {seconds:.0f} s", flush=True)
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Interrupted):
+        for _, proc, _, _ in running.values():
+            if proc.poll() is None:
+                proc.terminate()
         for _, proc, _, _ in running.values():
             proc.wait()
-        raise
+        stopped = ", ".join(running) or "none"
+        raise InputError(f"interrupted: stopped the running steps ({stopped}); a re-run skips the {len(done)} "
+                         f"finished steps and resumes the rest from their checkpoints") from None
     if failed:
         sid, rc = failed[0]
         log = plan.runs / "logs" / f"{sid}.log"
