@@ -22,16 +22,17 @@ LOCK_NAME = ".lock"
 
 
 def _holder(text: str) -> str:
-    pid = text.strip().split()[0] if text.strip() else ""
-    return f"process {pid}" if pid.isdigit() else "another process"
+    """"process 123 (reproduce)" from the lock file's "123 reproduce"."""
+    pid, _, what = text.strip().partition(" ")
+    return f"process {pid} ({what})" if pid.isdigit() and what else f"process {pid}" if pid.isdigit() else "a process"
 
 
 @contextmanager
 def folder_lock(folder: Path, what: str) -> Iterator[None]:
     """Hold ``folder/.lock`` for the block (the folder is created).
 
-    Raises InputError at once if another process holds it ("another
-    reproduce (process 123) is writing FOLDER"); notes on stderr when the
+    Raises InputError at once if another process holds it ("FOLDER is being
+    written by process 123 (reproduce): ..."); notes on stderr when the
     file names a process that ended without releasing it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
@@ -42,8 +43,8 @@ def folder_lock(folder: Path, what: str) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             held = os.pread(fd, 200, 0).decode("utf-8", "replace")
-            raise InputError(f"another {what} ({_holder(held)}) is writing {folder}: wait for it to end, or "
-                             f"stop it, before running a second one there") from None
+            raise InputError(f"{folder} is being written by {_holder(held)}: wait for it to end, or stop it, "
+                             f"before running another {what} there") from None
         before = os.pread(fd, 200, 0).decode("utf-8", "replace")
         if before.strip():
             sys.stderr.write(f"note: {folder} was locked by {_holder(before)}, which has ended without "

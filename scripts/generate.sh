@@ -36,7 +36,7 @@ ls "$DATA/$SUBSET".*.idx > /dev/null 2>&1 || die "no subset '$SUBSET' in '$DATA'
 # Outputs: never the data folder, the checkpoint or the reference.
 check_out_dir "$OUT" "--out"
 check_apart "$OUT" "$DATA"
-for f in "generate-$SUBSET.txt" "generate-$SUBSET.txt.tmp" "$SUBSET.hyp" "$SUBSET.tok.hyp" "$SUBSET.ref" "$SUBSET.bleu.json"; do
+for f in "generate-$SUBSET.txt" "$SUBSET.hyp" "$SUBSET.tok.hyp" "$SUBSET.ref" "$SUBSET.bleu.json"; do
   check_not_same "$OUT/$f" "$CKPT" "$REF"
 done
 info="$(checkpoint_task "$CKPT")"
@@ -45,25 +45,29 @@ case "$CK_TASK" in
   translation*|-) ;;
   *) die "'$CKPT' is a $CK_TASK checkpoint (arch $CK_ARCH), not a translation model" ;;
 esac
-mkdir -p "$OUT"
+# One generate.sh per --out; every file is written under a temporary name of
+# this process, then renamed, so a kill never empties a previous result.
+lock_dir "$OUT" "generate.sh"
 
-gen="$OUT/generate-$SUBSET.txt"
+gen="$OUT/generate-$SUBSET.txt" hyp="$OUT/$SUBSET.hyp" ref="$OUT/$SUBSET.ref" bleu="$OUT/$SUBSET.bleu.json"
 log "translating '$SUBSET' with $CKPT (beam $BEAM, lenpen $LENPEN)"
 fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$CKPT" --gen-subset "$SUBSET" \
   --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$MAXTOK" "${POST[@]}" \
-  --required-batch-size-multiple 1 "$@" > "$gen.tmp"
-mv "$gen.tmp" "$gen"
+  --required-batch-size-multiple 1 "$@" > "$(tmp_name "$gen")"
 # H-<id>\t<score>\t<text>: restore corpus order by id.
-grep '^H-' "$gen" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$OUT/$SUBSET.hyp"
+grep '^H-' "$(tmp_name "$gen")" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$(tmp_name "$hyp")"
+files=("$gen" "$hyp" "$ref" "$bleu")
 if [ -n "$DETOK" ]; then
-  mv "$OUT/$SUBSET.hyp" "$OUT/$SUBSET.tok.hyp"
-  sacremoses -q -l "$DETOK" -j 1 detokenize < "$OUT/$SUBSET.tok.hyp" > "$OUT/$SUBSET.hyp"
+  files+=("$OUT/$SUBSET.tok.hyp")
+  mv "$(tmp_name "$hyp")" "$(tmp_name "${files[4]}")"
+  sacremoses -q -l "$DETOK" -j 1 detokenize < "$(tmp_name "${files[4]}")" > "$(tmp_name "$hyp")"
 fi
 if [ -n "$REF" ]; then
-  cp "$REF" "$OUT/$SUBSET.ref"
+  cp "$REF" "$(tmp_name "$ref")"
 else
-  grep '^T-' "$gen" | sed 's/^T-//' | sort -n -k1,1 | cut -f2 > "$OUT/$SUBSET.ref"
+  grep '^T-' "$(tmp_name "$gen")" | sed 's/^T-//' | sort -n -k1,1 | cut -f2 > "$(tmp_name "$ref")"
 fi
-require_parallel "$OUT/$SUBSET.hyp" "$OUT/$SUBSET.ref"
-sacrebleu "$OUT/$SUBSET.ref" -i "$OUT/$SUBSET.hyp" -m bleu -w 2 > "$OUT/$SUBSET.bleu.json"
-log "$(python -m fairseq_local_data.wmt bleu-summary "$OUT/$SUBSET.bleu.json")"
+require_parallel "$(tmp_name "$hyp")" "$(tmp_name "$ref")"
+sacrebleu "$(tmp_name "$ref")" -i "$(tmp_name "$hyp")" -m bleu -w 2 > "$(tmp_name "$bleu")"
+for f in "${files[@]}"; do mv "$(tmp_name "$f")" "$f"; done
+log "$(python -m fairseq_local_data.wmt bleu-summary "$bleu")"

@@ -19,7 +19,7 @@ from fairseq_local.reproduce.plan import ROOT, Plan, is_done, run_plan
 
 def test_a_second_job_in_one_folder_is_refused_naming_the_holder(tmp_path):
     with folder_lock(tmp_path, "reproduce"):
-        with pytest.raises(InputError, match=rf"another reproduce \(process {os.getpid()}\) is writing {tmp_path}"):
+        with pytest.raises(InputError, match=rf"{tmp_path} is being written by process {os.getpid()} \(reproduce\)"):
             with folder_lock(tmp_path, "reproduce"):
                 pass
     with folder_lock(tmp_path, "reproduce"):  # released: the next job takes it
@@ -32,7 +32,7 @@ def test_a_lock_left_by_an_ended_process_is_taken_over_and_reported(tmp_path, ca
     with folder_lock(tmp_path, "reproduce"):
         assert (tmp_path / LOCK_NAME).read_text() == f"{os.getpid()} reproduce\n"
     err = capsys.readouterr().err
-    assert "was locked by process 999999999, which has ended without releasing it; taking the lock over" in err
+    assert "was locked by process 999999999 (reproduce), which has ended without releasing it; taking the lock over" in err
 
 
 def test_the_command_refuses_a_folder_another_reproduce_is_writing(tmp_path, monkeypatch, capsys):
@@ -42,8 +42,8 @@ def test_the_command_refuses_a_folder_another_reproduce_is_writing(tmp_path, mon
             cli.main(["voita", "--scale", "tiny", "--runs", str(tmp_path)])
     assert e.value.code == 1
     err = capsys.readouterr().err.strip().splitlines()
-    assert err[-1] == (f"error: another reproduce (process {os.getpid()}) is writing {tmp_path}: wait for it to "
-                       "end, or stop it, before running a second one there")
+    assert err[-1] == (f"error: {tmp_path} is being written by process {os.getpid()} (reproduce): wait for it to "
+                       "end, or stop it, before running another reproduce there")
 
 
 @pytest.mark.parametrize("where", ["root", "checkout", "source", "data"])

@@ -1,0 +1,97 @@
+"""One job per folder in the scripts (train.sh, generate.sh: an flock on
+the folder's .lock, the lock of fairseq_local.locks), and generate.sh's
+results written under temporary names, so that a kill never empties the
+previous ones."""
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fairseq_local.locks import folder_lock
+from helpers import ENV, ROOT
+from helpers.probes import one_line_error
+
+pytestmark = pytest.mark.slow  # runs the scripts as processes
+
+
+@pytest.fixture
+def data(tmp_path) -> Path:
+    """A data folder as far as train.sh and generate.sh look before fairseq."""
+    d = tmp_path / "data"
+    d.mkdir()
+    for name in ("dict.src.txt", "dict.tgt.txt"):
+        (d / name).write_text("a 1\n")
+    (d / "test.src-tgt.src.idx").write_bytes(b"")
+    return d
+
+
+@pytest.fixture
+def checkpoint(tmp_path) -> Path:
+    import torch
+
+    path = tmp_path / "model.pt"
+    torch.save({"cfg": {"model": {"_name": "transformer_local_baseline"}, "task": {"_name": "translation"}},
+                "model": {}}, path)
+    return path
+
+
+def script(name, *args, env=None) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", f"scripts/{name}", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
+                          env=env or ENV)
+
+
+def fake_tools(tmp_path, sacrebleu: str) -> dict:
+    """ENV with stand-ins for fairseq-generate (one sentence) and sacrebleu
+    (the shell body ``sacrebleu``) first on PATH."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    (bin_dir / "fairseq-generate").write_text("#!/bin/sh\nprintf 'H-0\\t-0.1\\ta b\\nT-0\\ta b\\n'\n")
+    (bin_dir / "sacrebleu").write_text("#!/bin/sh\n" + sacrebleu + "\n")
+    for f in bin_dir.iterdir():
+        f.chmod(0o755)
+    return dict(ENV, PATH=f"{bin_dir}{os.pathsep}{ENV['PATH']}")
+
+
+def test_a_second_training_into_one_save_dir_is_refused(data, tmp_path):
+    save = tmp_path / "run"
+    with folder_lock(save, "reproduce"):
+        r = script("train.sh", "--data", data, "--arch", "a", "--save-dir", save, "--", "--max-update", "5", "--cpu")
+    assert r.returncode == 1
+    one_line_error(r.stderr, f"{save} is being written by process {os.getpid()} (reproduce): wait for it to end, "
+                   "or stop it, before running another training there")
+    assert sorted(p.name for p in save.iterdir()) == [".lock"]  # no command.sh, no train.log
+
+
+def test_a_second_generate_into_one_out_is_refused(data, checkpoint, tmp_path):
+    out = tmp_path / "gen"
+    with folder_lock(out, "generate.sh"):
+        r = script("generate.sh", "--data", data, "--checkpoint", checkpoint, "--out", out)
+    assert r.returncode == 1
+    one_line_error(r.stderr, f"{out} is being written by process {os.getpid()} (generate.sh)")
+
+
+def test_generate_writes_its_results_whole_or_not_at_all(data, checkpoint, tmp_path):
+    out = tmp_path / "gen"
+    out.mkdir()
+    previous = json.dumps({"name": "BLEU", "score": 42.0})
+    (out / "test.bleu.json").write_text(previous)
+    (out / ".lock").write_text("999999999 generate.sh\n")  # left by a job that was killed
+    # sacrebleu killed (with the script) half way through writing its JSON, as a preempted job is
+    env = fake_tools(tmp_path, "printf '{\"name\": \"BL'; kill -9 $PPID")
+    r = script("generate.sh", "--data", data, "--checkpoint", checkpoint, "--out", out, env=env)
+    assert r.returncode != 0
+    assert "was locked by process 999999999 (generate.sh), which has ended without releasing it" in r.stderr
+    assert (out / "test.bleu.json").read_text() == previous  # the previous score is kept
+    assert not (out / "test.hyp").exists()
+    # a whole run replaces every result, and leaves no temporary file of its own and an empty lock behind
+    left = {p.name for p in out.glob(".*.tmp")}  # the killed run's (its trap could not run)
+    env = fake_tools(tmp_path / "ok", "echo '{\"name\": \"BLEU\", \"score\": 100.0}'")
+    r = script("generate.sh", "--data", data, "--checkpoint", checkpoint, "--out", out, env=env)
+    assert r.returncode == 0, r.stderr
+    assert json.loads((out / "test.bleu.json").read_text())["score"] == 100.0
+    assert (out / "test.hyp").read_text() == "a b\n" and (out / "test.ref").read_text() == "a b\n"
+    assert {p.name for p in out.glob(".*.tmp")} <= left
+    assert (out / ".lock").read_text() == ""
