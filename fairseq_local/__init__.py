@@ -7,7 +7,8 @@ fairseq.  fairseq's commands (``fairseq-train``, ``fairseq-generate``, ...
 give it no later hook, so the import also does what those commands need for
 this plugin, and nothing else:
 
-* checkpoints: fairseq.checkpoint_utils (only) loads with weights_only=False, which torch >= 2.6 needs for them.
+* checkpoints: fairseq.checkpoint_utils (only) loads weights only, with the types fairseq's checkpoints hold allowed
+  (torch >= 2.6 refuses them otherwise; :mod:`fairseq_local.safe_pickle`): no checkpoint runs code.
 * ``sys.excepthook``: a :class:`~fairseq_local.errors.OneLineError` is one ``error:`` line; others go to the previous hook.
 * Hydra's deprecation warnings are ignored: fairseq's Hydra 1.0 calls print a page of them at the start of each run.
 * torch's "pinned memory needs an accelerator" warning is ignored: fairseq asks for it on CPUs too (before any error).

@@ -10,13 +10,14 @@ Files found at an *output* path are never read here: they are judged from
 their pickle's opcodes (:func:`fairseq_local.outputs.pickled_strings`).
 
 torch 2.6 changed ``torch.load``'s default to ``weights_only=True``, which
-refuses fairseq checkpoints: they pickle the training config (argparse /
-omegaconf objects), meters and iterator state.  Every fairseq path that reads a
-checkpoint (``fairseq-generate``, ``fairseq-interactive``, ``--restore-file``,
-``from_pretrained``) goes through :mod:`fairseq.checkpoint_utils`; we give that
-module a ``torch`` whose ``load`` defaults to ``weights_only=False``, as on
-older torch.  Nothing else in the process is affected.  As always with pickled
-checkpoints, load only files you trust.
+refuses fairseq checkpoints as it stands: they pickle an argparse namespace
+(older ones), omegaconf containers, numpy scalars.  Every fairseq path that
+reads a checkpoint (``fairseq-generate``, ``fairseq-interactive``,
+``--restore-file``, ``from_pretrained``) goes through
+:mod:`fairseq.checkpoint_utils`; we give that module a ``torch`` whose
+``load`` is :func:`fairseq_local.safe_pickle.load`: weights only, with exactly
+those types allowed, so that no checkpoint runs code.  Nothing else in the
+process is affected.
 """
 
 import functools
@@ -33,7 +34,7 @@ from .errors import InputError
 
 
 class _TorchWithCheckpointLoad(types.ModuleType):
-    """Proxy of the ``torch`` module whose ``load`` defaults to weights_only=False."""
+    """Proxy of the ``torch`` module whose ``load`` is :func:`.safe_pickle.load`."""
 
     def __init__(self) -> None:
         super().__init__("torch")
@@ -44,8 +45,10 @@ class _TorchWithCheckpointLoad(types.ModuleType):
     @staticmethod
     @functools.wraps(torch.load)
     def load(*args, **kwargs):
-        kwargs.setdefault("weights_only", False)
-        return torch.load(*args, **kwargs)
+        from .safe_pickle import load
+
+        kwargs.pop("weights_only", None)  # always weights only, unless the user trusts the files
+        return load(*args, **kwargs)
 
 
 def enable_fairseq_checkpoint_loading() -> None:
@@ -93,11 +96,13 @@ def _load_torch_file(path: str, mmap: bool) -> Any:
     is not a torch file."""
     if os.path.isdir(path):
         raise InputError(f"'{path}' is a folder, not a checkpoint")
+    from .safe_pickle import load
+
     try:
         if mmap and zipfile.is_zipfile(path):
-            return torch.load(path, map_location="cpu", weights_only=False, mmap=True)
-        return torch.load(path, map_location="cpu", weights_only=False)
-    except FileNotFoundError:
+            return load(path, map_location="cpu", mmap=True)
+        return load(path, map_location="cpu")
+    except (FileNotFoundError, InputError):
         raise
     except Exception as e:
         raise InputError(f"'{path}' is not a fairseq checkpoint (truncated, or not a torch file: "

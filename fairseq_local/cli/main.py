@@ -11,6 +11,7 @@ with exit status 1.
 
 import difflib
 import importlib
+import os
 import sys
 from typing import List, Optional
 
@@ -32,6 +33,8 @@ def help_text() -> str:
     lines += ["", "options:",
               f"  {'-h, --help':<{width}}  show this help and exit",
               f"  {'--version':<{width}}  print the plugin's version and exit",
+              f"  {'--trust-checkpoint':<{width}}  unpickle checkpoints in full (they may run code; by default",
+              f"  {'':<{width}}  only the types fairseq's checkpoints hold are read)",
               "", "Run 'fairseq-local <command> --help' for a command's options."]
     return "\n".join(lines) + "\n"
 
@@ -43,6 +46,11 @@ def _fail(message: str, status: int = 2) -> int:
 
 def main(argv: Optional[List[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    if "--trust-checkpoint" in argv:  # a global option: every checkpoint this run reads is unpickled in full
+        from ..safe_pickle import TRUST_ENV
+
+        argv.remove("--trust-checkpoint")
+        os.environ[TRUST_ENV] = "1"
     if not argv:
         return _fail("missing command: one of " + ", ".join(COMMANDS) + " (see fairseq-local --help)")
     command, rest = argv[0], argv[1:]
