@@ -52,11 +52,16 @@ class _TorchWithCheckpointLoad(types.ModuleType):
 
 
 def enable_fairseq_checkpoint_loading() -> None:
-    """Idempotently patch :mod:`fairseq.checkpoint_utils` (see module docstring)."""
+    """Idempotently patch :mod:`fairseq.checkpoint_utils` (see module
+    docstring), and make its copies to ``checkpoint_last.pt`` and
+    ``checkpoint_best.pt`` atomic (:func:`fairseq_local.recover.atomic_copies`)."""
     from fairseq import checkpoint_utils
+
+    from .recover import atomic_copies
 
     if not isinstance(checkpoint_utils.torch, _TorchWithCheckpointLoad):
         checkpoint_utils.torch = _TorchWithCheckpointLoad()
+    atomic_copies()
 
 
 # The keys of every record of an attention dump (see fairseq_local.analysis.dump).

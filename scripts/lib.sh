@@ -322,7 +322,7 @@ resolve_arch() { fairseq_local configs --arch "$1" || exit 1; }
 check_resume() {
   local err
   err="$(mktemp)"
-  if python -m fairseq_local.cli.check_resume "$@" > /dev/null 2> "$err"; then rm -f "$err"; return 0; fi
+  if python -m fairseq_local.cli.check_resume "$@" > /dev/null 2> "$err"; then grep '^note: ' "$err" >&2 || true; rm -f "$err"; return 0; fi
   if grep -q '^error: ' "$err"; then
     grep -m1 '^error: ' "$err" >&2; rm -f "$err"; exit 1
   fi

@@ -1,15 +1,19 @@
 """``python -m fairseq_local.cli.check_resume CKPT FAIRSEQ_TRAIN_ARGS...``:
 the check of :mod:`fairseq_local.models.resume` made before a script writes
 anything: exit 1 with one ``error:`` line if fairseq-train with these
-arguments would resume ``CKPT`` as another model, or cannot read it."""
+arguments would resume ``CKPT`` as another model, or cannot read it.  An
+unreadable ``checkpoint_last.pt`` is first replaced by the run's newest
+readable checkpoint, with one ``note:`` line (:mod:`fairseq_local.recover`)."""
 
 import logging
 import sys
+from pathlib import Path
 from typing import List, Optional
 
 from ..checkpoint_compat import Checkpoint
 from ..errors import InputError
 from ..models.resume import check_resume, model_signature
+from ..recover import LAST, recover_last
 
 
 def main(argv: Optional[List[str]] = None) -> int:
@@ -22,7 +26,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         ckpt = Checkpoint.read(path)
     except (OSError, ValueError) as e:
-        raise InputError(f"cannot resume from '{path}': {e} (move it away to start the run afresh)") from None
+        ckpt = _recovered(Path(path), e)
     args = options.parse_args_and_arch(options.get_training_parser(), train_args)
     # The signature the encoder saved, as the plugin compares it; from the
     # saved options for checkpoints written before signatures.
@@ -31,6 +35,23 @@ def main(argv: Optional[List[str]] = None) -> int:
         saved = model_signature(ckpt.options("model"))
     check_resume(saved, model_signature(args), args, f"'{path}'")
     return 0
+
+
+def _recovered(path: Path, error: Exception) -> Checkpoint:
+    """The run's newest readable checkpoint, made ``checkpoint_last.pt``
+    (:func:`fairseq_local.recover.recover_last`) when ``path`` is an
+    unreadable ``checkpoint_last.pt``: a job killed while fairseq wrote it."""
+    reason = str(error).splitlines()[0]
+    if path.name != LAST or not path.is_file():
+        raise InputError(f"cannot resume from '{path}': {reason} (move it away to start the run afresh)")
+    try:
+        used, updates, kept = recover_last(path.parent)
+    except FileNotFoundError as e:
+        raise InputError(f"cannot resume from '{path}': {reason}, and {e} (move it away to start the run "
+                         "afresh)") from None
+    print(f"note: '{path}' cannot be read (a job killed while writing it?): kept as '{kept.name}'; resuming from "
+          f"'{used.name}' (update {updates:,}), the run's newest readable checkpoint", file=sys.stderr)
+    return Checkpoint.read(str(path))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,94 @@
+"""Resuming after a preemption: ``checkpoint_last.pt`` unreadable, another
+checkpoint of the run whole.
+
+fairseq saves a checkpoint under its first name atomically (a temporary
+file, then a rename) and then *copies* it to its other names
+(``checkpoint_best.pt``, ``checkpoint_last.pt``).  A job killed during that
+copy leaves ``checkpoint_last.pt`` truncated beside a complete copy.  The
+plugin makes that copy atomic (:func:`atomic_copies`), and the training
+scripts recover runs broken before it (:func:`recover_last`): the broken file
+is kept aside and the newest readable checkpoint becomes
+``checkpoint_last.pt``.
+"""
+
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import List, Optional, Tuple
+
+LAST = "checkpoint_last.pt"
+_CKPT = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt$")
+
+
+def atomic_copy(src: str, dst: str, overwrite: bool = False) -> bool:
+    """``shutil.copyfile`` to a temporary name beside ``dst``, then a rename:
+    a kill leaves either the old ``dst`` or the new one, never a part."""
+    if os.path.exists(dst) and not overwrite:
+        return False
+    tmp = f"{dst}.tmp-{os.getpid()}"
+    try:
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+    return True
+
+
+def atomic_copies() -> None:
+    """Idempotently give :mod:`fairseq.checkpoint_utils` a PathManager whose
+    ``copy`` of local files is :func:`atomic_copy` (how fairseq writes
+    ``checkpoint_last.pt`` and ``checkpoint_best.pt`` from the first name)."""
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    if getattr(checkpoint_utils.PathManager, "_fairseq_local", False):
+        return
+
+    class _AtomicCopies(PathManager):
+        _fairseq_local = True
+
+        @staticmethod
+        def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+            if "://" in src_path or "://" in dst_path:
+                return PathManager.copy(src_path, dst_path, overwrite)
+            return atomic_copy(src_path, dst_path, overwrite)
+
+    checkpoint_utils.PathManager = _AtomicCopies
+
+
+def _readable(path: Path) -> Optional[int]:
+    """The update count of the checkpoint at ``path``, None if unreadable."""
+    from .checkpoint_compat import Checkpoint
+
+    try:
+        return Checkpoint.read(str(path)).num_updates
+    except (OSError, ValueError):  # truncated, not a checkpoint, refused (InputError): not a candidate
+        return None
+
+
+def recover_last(save_dir: Path) -> Tuple[Path, int, Path]:
+    """Replace an unreadable ``save_dir/checkpoint_last.pt`` by the run's
+    newest readable checkpoint (most updates; an epoch checkpoint before
+    ``checkpoint_best.pt`` on a tie).  Returns (the checkpoint used, its
+    updates, where the broken file was kept); raises FileNotFoundError if no
+    checkpoint of the run can be read."""
+    save_dir = Path(save_dir)
+    found: List[Tuple[int, int, Path]] = []
+    for p in save_dir.iterdir():
+        if _CKPT.fullmatch(p.name) and p.is_file():
+            updates = _readable(p)
+            if updates is not None:
+                found.append((updates, 0 if p.name == "checkpoint_best.pt" else 1, p))
+    if not found:
+        raise FileNotFoundError(f"no other checkpoint in '{save_dir}' can be read")
+    updates, _, best = max(found)
+    kept = save_dir / f"{LAST}.unreadable"
+    k = 1
+    while kept.exists():
+        k += 1
+        kept = save_dir / f"{LAST}.unreadable-{k}"
+    os.replace(save_dir / LAST, kept)
+    atomic_copy(str(best), str(save_dir / LAST), overwrite=True)
+    return best, updates, kept
