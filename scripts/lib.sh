@@ -13,6 +13,8 @@ USER_DIR="$FAIRSEQ_LOCAL_ROOT/fairseq_local"
 if [ -z "${VIRTUAL_ENV:-}" ] && [ -x "${VENV:-$FAIRSEQ_LOCAL_ROOT/.venv}/bin/python" ]; then
   export PATH="${VENV:-$FAIRSEQ_LOCAL_ROOT/.venv}/bin:$PATH"
 fi
+# Python never imports from the current folder (safe-path mode); the checkout is named instead.
+export PYTHONSAFEPATH=1 PYTHONPATH="$FAIRSEQ_LOCAL_ROOT${PYTHONPATH:+:$PYTHONPATH}"
 
 # use_python_on_path : for a script's --no-setup: the python on PATH as it is
 # (no .venv, nothing installed or downloaded). Puts the checkout first on

@@ -95,3 +95,20 @@ def test_generate_writes_its_results_whole_or_not_at_all(data, checkpoint, tmp_p
     assert (out / "test.hyp").read_text() == "a b\n" and (out / "test.ref").read_text() == "a b\n"
     assert {p.name for p in out.glob(".*.tmp")} <= left
     assert (out / ".lock").read_text() == ""
+
+
+def test_the_scripts_import_nothing_from_the_current_folder(tmp_path):
+    """A random.py and a fairseq_local_data/ in the folder a script is run
+    from are not imported (Python in safe-path mode, lib.sh)."""
+    work = tmp_path / "work"
+    (work / "fairseq_local_data").mkdir(parents=True)
+    marker = tmp_path / "imported"
+    poison = f"open({str(marker)!r}, 'a').write(__name__ + '\\n')\nraise SystemExit('imported from the current folder')\n"
+    (work / "random.py").write_text(poison)
+    (work / "fairseq_local_data" / "__init__.py").write_text(poison)
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "prepare-synthetic.sh"), "--out", str(tmp_path / "out"),
+                        "--train", "30", "--valid", "5", "--test", "5", "--merges", "50"],
+                       cwd=work, capture_output=True, text=True, env=ENV)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert not marker.exists()
+    assert (tmp_path / "out" / "dict.src.txt").is_file()
