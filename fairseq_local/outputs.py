@@ -15,7 +15,11 @@ The rules every ``fairseq-local`` command and script follows:
   replaced, the link stays);
 * a file found at an output path is judged (a checkpoint? a previous
   output?) without unpickling it (:func:`pickled_strings`); a legacy
-  (non-zip) torch file counts as a checkpoint.
+  (non-zip) torch file counts as a checkpoint;
+* the rename refuses if the output changed since it was checked (another
+  job wrote the same path in between), unless ``--force`` was given:
+  :func:`check_outputs` notes what each path held, :func:`atomic_path`
+  compares.
 
 Violations are :class:`OutputError`, printed in one line by the commands.
 """
@@ -37,6 +41,24 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 class OutputError(OneLineError, ValueError):
     """An output that would destroy a file, or that cannot be written."""
+
+
+# What each output path held when check_outputs checked it, by real path: None
+# (absent) or (inode, size, mtime_ns).  Paths checked with force are not held.
+_CHECKED: dict = {}
+
+
+def _state(path: Path) -> Optional[tuple]:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _changed(path: Path) -> OutputError:
+    return OutputError(f"'{path}' changed since this command checked it (another job writing the same file?): "
+                       f"left as it is; pass --force to replace it anyway, or choose another output file")
 
 
 @dataclass(frozen=True)
@@ -191,6 +213,10 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[PathLike] = (), fo
             if not force:
                 raise OutputError(f"'{path}' exists and is not a {out.what} written by this command: "
                                   f"pass --force to replace it, or choose another output file")
+        if force:
+            _CHECKED.pop(os.path.realpath(path), None)
+        else:
+            _CHECKED[os.path.realpath(path)] = _state(path)
 
 
 def _umask() -> int:
@@ -217,7 +243,22 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
         # the mode of the file it replaces, else what open() would give (mkstemp's is 0600)
         mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        key = str(path)
+        if key in _CHECKED and _CHECKED[key] is None:  # was absent: create it only if it still is
+            try:
+                os.link(tmp, path)
+                os.unlink(tmp)
+            except FileExistsError:
+                raise _changed(path) from None
+            except OSError:  # no hard links on this file system: check, then rename
+                if path.exists():
+                    raise _changed(path) from None
+                os.replace(tmp, path)
+        elif key in _CHECKED and _state(path) != _CHECKED[key]:
+            raise _changed(path)
+        else:
+            os.replace(tmp, path)
+        _CHECKED.pop(key, None)  # written: a later write of the same path is this command's own
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
