@@ -45,6 +45,7 @@ case "$CK_TASK" in
   translation*|-) ;;
   *) die "'$CKPT' is a $CK_TASK checkpoint (arch $CK_ARCH), not a translation model" ;;
 esac
+check_data "$DATA"
 # One generate.sh per --out; every file is written under a temporary name of
 # this process, then renamed, so a kill never empties a previous result.
 lock_dir "$OUT" "generate.sh"

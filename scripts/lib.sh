@@ -245,31 +245,6 @@ check_out_dir() {
   [ -w "$up" ] || die "$what '$dir' cannot be created: '$up' is not writable"
 }
 
-# lock_dir DIR WHAT : one job per folder. Holds DIR/.lock (flock(2), the lock of
-# fairseq_local/locks.py) until the script exits; a second job is one line naming
-# the first one's process id. A lock left by a killed job is taken over, with a
-# note; .DIR/*.PID.tmp files of this process are removed at exit (tmp_name).
-lock_dir() {
-  local dir="$1" what="$2" held
-  command -v flock > /dev/null || { log "note: no flock command: a second job into '$dir' is not detected"; return 0; }
-  mkdir -p "$dir"
-  exec {LOCK_FD}<>"$dir/.lock"
-  if ! flock -n "$LOCK_FD"; then
-    held="$(head -c 200 "$dir/.lock" | awk 'NR == 1 && $1 ~ /^[0-9]+$/ { w = $0; sub(/^[0-9]+ */, "", w); print "process " $1 (w != "" ? " (" w ")" : "") }')"
-    die "$dir is being written by ${held:-a process}: wait for it to end, or stop it, before running another $what there"
-  fi
-  held="$(head -c 200 "$dir/.lock" | awk 'NR == 1 && $1 ~ /^[0-9]+$/ { w = $0; sub(/^[0-9]+ */, "", w); print "process " $1 (w != "" ? " (" w ")" : "") }')"
-  [ -z "$held" ] || log "note: $dir was locked by $held, which has ended without releasing it; taking the lock over"
-  printf '%s %s\n' "$$" "$what" > "$dir/.lock"
-  LOCKED_DIR="$dir"
-  trap '[ -z "${LOCKED_DIR:-}" ] || { : > "$LOCKED_DIR/.lock"; rm -f "$LOCKED_DIR"/.*."$$".tmp; }' EXIT
-}
-
-# tmp_name FILE : a temporary name beside FILE, unique to this process (removed
-# at exit by lock_dir's trap); write it, then mv it onto FILE, so that a kill
-# never leaves FILE empty or half written.
-tmp_name() { echo "$(dirname "$1")/.$(basename "$1").$$.tmp"; }
-
 # check_apart OUT INPUT... : die if the output path OUT is an INPUT, is inside
 # an INPUT folder or holds an INPUT (empty INPUTs are skipped).
 check_apart() { _check_apart strict "$@"; }
@@ -363,6 +338,7 @@ print_command() { printf '%q ' "$@"; echo; }
 train_run() {
   local save="$1" name="$2" what="$3"; shift 3
   local resume max="" prev="" a trained
+  check_data "$2"
   resume="$(resumed_checkpoint "$save" "${@:2}")"
   [ -z "$resume" ] || check_resume "$resume" "${@:2}"
   for a in "$@"; do
@@ -397,3 +373,6 @@ checkpoint_task() {
 # auto: a folder is gpt2, a file sentencepiece), else one line, before any
 # work is done (a non-UTF-8 or corrupt file is not a traceback later).
 check_bpe_model() { fairseq_local inspect --bpe-model "$2" --bpe "${1:-auto}" --field bpe > /dev/null || exit 1; }
+
+# One job per folder, results written whole, data folders checked: scripts/lib/jobs.sh.
+source "$FAIRSEQ_LOCAL_ROOT/scripts/lib/jobs.sh"

@@ -5,6 +5,7 @@ previous ones."""
 
 import json
 import os
+import struct
 import subprocess
 from pathlib import Path
 
@@ -24,7 +25,9 @@ def data(tmp_path) -> Path:
     d.mkdir()
     for name in ("dict.src.txt", "dict.tgt.txt"):
         (d / name).write_text("a 1\n")
-    (d / "test.src-tgt.src.idx").write_bytes(b"")
+    # an index of no sentence (fairseq's mmap header) and its empty data file
+    (d / "test.src-tgt.src.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQ", 1, 4, 0))
+    (d / "test.src-tgt.src.bin").write_bytes(b"")
     return d
 
 
