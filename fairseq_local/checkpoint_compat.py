@@ -30,7 +30,7 @@ from typing import Any, Dict, Optional, Tuple
 
 import torch
 
-from .errors import InputError
+from .errors import InputError, irregular_file
 
 
 class _TorchWithCheckpointLoad(types.ModuleType):
@@ -101,6 +101,9 @@ def _load_torch_file(path: str, mmap: bool) -> Any:
     is not a torch file."""
     if os.path.isdir(path):
         raise InputError(f"'{path}' is a folder, not a checkpoint")
+    problem = irregular_file(path, "checkpoint")
+    if problem:
+        raise InputError(problem)
     from .safe_pickle import load
 
     try:

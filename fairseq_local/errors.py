@@ -53,6 +53,31 @@ def one_line_error_in(exc: Optional[BaseException]) -> Optional[BaseException]:
     return None
 
 
+# The largest file each reader takes (a FIFO or /dev/zero is never read: not a regular file).
+SIZE_CAPS = {"checkpoint": 1 << 40, "attention dump": 1 << 36, "mask file": 1 << 30}
+
+
+def irregular_file(path: "str | os.PathLike[str]", what: str) -> Optional[str]:
+    """Why ``path`` cannot be read as a ``what`` (a key of :data:`SIZE_CAPS`):
+    not a regular file (a FIFO, a device), or larger than any such file; None
+    if it is fine, missing or a folder (the callers name those themselves)."""
+    import stat
+
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        kind = "a FIFO" if stat.S_ISFIFO(st.st_mode) else "a device" if stat.S_ISCHR(st.st_mode) or \
+            stat.S_ISBLK(st.st_mode) else "a socket" if stat.S_ISSOCK(st.st_mode) else "not a file"
+        return f"'{path}' is {kind}, not a regular file: a {what} is read only from a file"
+    if st.st_size > SIZE_CAPS[what]:
+        return f"'{path}' holds {st.st_size:,} bytes, more than any {what} ({SIZE_CAPS[what]:,})"
+    return None
+
+
 _WARNED = set()
 
 

@@ -205,6 +205,8 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[PathLike] = (), fo
                                   f"choose another output file")
         if path.is_dir():
             raise OutputError(f"cannot write the {out.what}: '{path}' is a folder")
+        if path.exists() and not path.is_file():  # a FIFO or a device: never opened, never replaced
+            raise OutputError(f"cannot write the {out.what}: '{path}' is not a regular file")
         check_folder(path.parent if str(path.parent) else Path("."), out.what)
         if path.exists() and not out.ours(path):
             if is_checkpoint(path) and not out.checkpoint:

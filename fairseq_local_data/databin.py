@@ -14,6 +14,7 @@ deep (a GLUE task's ``input0/``, ``label/``) are checked too, and ``A:B``
 names shards.
 """
 
+import argparse
 import struct
 import sys
 from pathlib import Path
@@ -103,13 +104,19 @@ def check_folder(data: str) -> int:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
+    p = argparse.ArgumentParser(prog="python -m fairseq_local_data.databin",
+                                description="Check fairseq data folders (mmap .idx/.bin pairs, dictionaries) before "
+                                            "fairseq reads them; one error line for a broken file.")
+    p.add_argument("data", nargs="+", metavar="DIR", help="a data folder, or A:B shards")
+    p.add_argument("--quiet", action="store_true", help="print nothing when every file is whole")
+    args = p.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        for data in argv:
-            check_folder(data)
+        checked = sum(check_folder(data) for data in args.data)
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
+    if not args.quiet:
+        print(f"{checked} files checked")
     return 0
 
 

@@ -75,6 +75,8 @@ def read_utf8(path: str, name: "str | None" = None) -> str:
     """The whole file as text (a UTF-8 byte-order mark is dropped); a
     :class:`SyntaxFileError` naming the file as ``name`` (default its path)
     or the line that is not UTF-8."""
+    if os.path.exists(path) and not os.path.isdir(path) and not os.path.isfile(path):
+        raise SyntaxFileError(f"cannot read {name or path}: not a regular file (a FIFO or a device)")
     try:
         with open(path, "rb") as f:
             data = f.read()
@@ -125,6 +127,18 @@ def _sentence(tokens: TokenList) -> Sentence:
             raise ValueError(f"word {i} ({forms[i - 1]}) has HEAD {h}, outside 0..{n}")
         if h == i:
             raise ValueError(f"word {i} ({forms[i - 1]}) is its own HEAD")
+    roots = [i for i, h in enumerate(heads, 1) if h == 0]
+    if len(roots) != 1:
+        raise ValueError(f"{len(roots)} words have HEAD 0 ({', '.join(map(str, roots)) or 'none'}): a tree has "
+                         "exactly one root")
+    for i in range(1, n + 1):  # every chain of HEADs reaches the root: no cycle
+        path, j = [], i
+        while j != 0:
+            if j in path:
+                cycle = path[path.index(j):]
+                raise ValueError(f"words {', '.join(map(str, cycle))} form a cycle of HEADs: not a tree")
+            path.append(j)
+            j = heads[j - 1]
     return Sentence(forms, [h - 1 for h in heads], rels)
 
 

@@ -23,6 +23,7 @@ from torch import Tensor
 from tqdm import tqdm
 
 from ..checkpoint_compat import DUMP_KEYS
+from ..errors import irregular_file
 from .model import AnalysisError, AnalysisModel, Capture, Tokenised, batches
 
 RECORD_KEYS = DUMP_KEYS
@@ -146,7 +147,7 @@ def is_dump(path: Path) -> bool:
     with :data:`RECORD_KEYS`.  Loaded with ``weights_only`` and tensors
     memory-mapped, so nothing large is read and nothing is unpickled."""
     try:
-        if not zipfile.is_zipfile(path):
+        if irregular_file(path, "attention dump") or not zipfile.is_zipfile(path):
             return False
         records = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
     except Exception:
@@ -158,6 +159,9 @@ def is_dump(path: Path) -> bool:
 def load_dump(path: str) -> List[dict]:
     """The records of a dump file, checked; :class:`AnalysisError` (one line)
     for a file that is not a dump."""
+    problem = irregular_file(path, "attention dump")
+    if problem:
+        raise AnalysisError(problem)
     try:
         records = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:

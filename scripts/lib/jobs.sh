@@ -31,4 +31,4 @@ tmp_name() { echo "$(dirname "$1")/.$(basename "$1").$$.tmp"; }
 # check_data DIR... : die (one line naming the file and what to re-run) if a
 # fairseq data folder (or A:B shards) holds a truncated or foreign .idx/.bin
 # or a malformed dictionary (python -m fairseq_local_data.databin).
-check_data() { python -m fairseq_local_data.databin "$@" || exit 1; }
+check_data() { python -m fairseq_local_data.databin --quiet "$@" || exit 1; }

@@ -17,6 +17,16 @@ def _truncate(path, keep):
     path.write_bytes(path.read_bytes()[:keep])
 
 
+def _translation_checkpoint(tmp_path):
+    """A file generate.sh takes for a translation checkpoint (it is refused on the data before fairseq runs)."""
+    import torch
+
+    path = tmp_path / "model.pt"
+    torch.save({"cfg": {"model": {"_name": "transformer_local_baseline"}, "task": {"_name": "translation"}},
+                "model": {}}, path)
+    return path
+
+
 CASES = {
     "truncated bin": ("train.src-tgt.src.bin", lambda p: _truncate(p, p.stat().st_size // 2), "shorter than its index says"),
     "empty bin": ("train.src-tgt.tgt.bin", lambda p: p.write_bytes(b""), "shorter than its index says"),
@@ -38,7 +48,7 @@ def test_broken_data_is_one_line_naming_the_file(tiny_data, tmp_path, case):
     broken = name.replace(".idx", ".bin") if "bin" in case else name
     for cmd in (["bash", "scripts/train.sh", "--data", data, "--arch", "a", "--save-dir", tmp_path / "run", "--",
                  *TINY, "--max-update", "2"],
-                ["bash", "scripts/generate.sh", "--data", data, "--checkpoint", tiny_data / "dict.src.txt",
+                ["bash", "scripts/generate.sh", "--data", data, "--checkpoint", _translation_checkpoint(tmp_path),
                  "--out", tmp_path / "gen", "--subset", "valid"]):
         r = run([str(c) for c in cmd], check=False)
         assert r.returncode == 1

@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Union
 import torch
 
 from ..context import cached
+from ...errors import irregular_file
 from ...outputs import pickled_strings as _pickled_strings
 from .base import HeadMask, Length, MaskSpecError, Rule, TableMask, to_device
 from .registry import MAX_LAYER_HEAD, bounded, register_mask_kind
@@ -69,6 +70,9 @@ def load_mask_file(path: str) -> Dict[str, dict]:
         raise MaskSpecError(f"mask file '{path}' does not exist (--mask-file)")
     if os.path.isdir(path):
         raise MaskSpecError(f"mask file '{path}' is a folder (--mask-file)")
+    problem = irregular_file(path, "mask file")
+    if problem:
+        raise MaskSpecError(f"{problem} (--mask-file)")
     try:
         data = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # not a torch file, truncated, or one that holds more than tensors

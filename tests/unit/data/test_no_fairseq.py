@@ -72,7 +72,7 @@ def test_every_module_imports_without_fairseq():
 def test_the_tools_are_the_documented_ones():
     """A new tool needs a real command below."""
     assert [m.rsplit(".", 1)[1] for m in TOOLS] == [
-        "bert_corpus", "bpe", "glue", "glue_fake", "standins", "synthetic", "wmt"]
+        "bert_corpus", "bpe", "databin", "glue", "glue_fake", "standins", "synthetic", "wmt"]
 
 
 @pytest.mark.slow  # starts a process
@@ -156,3 +156,16 @@ def test_bpe_sentencepiece_and_gpt2(tmp_path):
         r = blocked("fairseq_local_data.bpe", "encode", "--bpe", "gpt2", "--model", GPT2_DIR,
                     stdin="Hello world\n\nthe cat sat\n")
         assert r.stdout == "15496 995\n\n1169 3797 3332\n"
+
+
+@pytest.mark.slow  # starts a process
+def test_databin_checks_a_binarised_folder(tmp_path):
+    import struct
+
+    (tmp_path / "dict.txt").write_text("a 3\nb 2\n")
+    (tmp_path / "train.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQ", 1, 4, 1) + struct.pack("<iq", 2, 0))
+    (tmp_path / "train.bin").write_bytes(struct.pack("<ii", 4, 5))
+    assert blocked("fairseq_local_data.databin", tmp_path).stdout == "2 files checked\n"
+    (tmp_path / "train.bin").write_bytes(b"")
+    r = blocked("fairseq_local_data.databin", "--quiet", tmp_path, check=False)
+    assert r.returncode == 1 and r.stderr.startswith(f"error: '{tmp_path / 'train.bin'}' is shorter than its index")
