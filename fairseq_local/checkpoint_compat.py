@@ -20,7 +20,9 @@ those types allowed, so that no checkpoint runs code.  Nothing else in the
 process is affected.
 """
 
+import contextlib
 import functools
+import logging
 import os
 import re
 import types
@@ -33,6 +35,9 @@ import torch
 from .errors import InputError, irregular_file
 
 
+_FULL: Dict[str, Exception] = {}  # checkpoint files a full disk stopped: fairseq retries them
+
+
 class _TorchWithCheckpointLoad(types.ModuleType):
     """Proxy of the ``torch`` module whose ``load`` is :func:`.safe_pickle.load`."""
 
@@ -41,6 +46,32 @@ class _TorchWithCheckpointLoad(types.ModuleType):
 
     def __getattr__(self, name: str):
         return getattr(torch, name)
+
+    @staticmethod
+    def save(obj: Any, f: Any, *args: Any, **kwargs: Any) -> None:
+        """``torch.save``; on a full disk the error is one line and the partial
+        file (fairseq writes ``NAME.tmp``, then renames it) is removed.  Its
+        descriptor then points at /dev/null, so that fairseq's close does not
+        fail again, and fairseq's retries get the same error without writing."""
+        from .outputs import full_disk
+
+        name = str(getattr(f, "name", f))
+        if name in _FULL:
+            raise _FULL[name]
+        try:
+            return torch.save(obj, f, *args, **kwargs)
+        except Exception as e:
+            full = full_disk(name[:-len(".tmp")] if name.endswith(".tmp") else name, e)
+            if full is None:
+                raise
+            with contextlib.suppress(OSError):
+                os.unlink(name)
+            with contextlib.suppress(OSError, AttributeError, ValueError):
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, f.fileno())
+                os.close(null)
+            _FULL[name] = full
+            raise full from None
 
     @staticmethod
     @functools.wraps(torch.load)
@@ -61,6 +92,9 @@ def enable_fairseq_checkpoint_loading() -> None:
 
     if not isinstance(checkpoint_utils.torch, _TorchWithCheckpointLoad):
         checkpoint_utils.torch = _TorchWithCheckpointLoad()
+        # fairseq logs the traceback of a failed save before re-raising it; a full disk is our one line instead
+        logging.getLogger(checkpoint_utils.__name__).addFilter(
+            lambda record: "OutputError: cannot write" not in record.getMessage())
     atomic_copies()
 
 

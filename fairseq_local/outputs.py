@@ -221,6 +221,28 @@ def check_outputs(outputs: Sequence[Output], inputs: Sequence[PathLike] = (), fo
             _CHECKED[os.path.realpath(path)] = _state(path)
 
 
+def no_space(e: BaseException) -> Optional[str]:
+    """Why ``e`` means the disk (or quota) is full, or None: errno ENOSPC or
+    EDQUOT, or torch's zip writer failing mid-file ("unexpected pos")."""
+    import errno
+
+    if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return e.strerror or "no space left on the device"
+    text = str(e)
+    if isinstance(e, RuntimeError) and ("unexpected pos" in text or "No space left" in text or
+                                        "file write failed" in text):
+        return "no space left on the device (the write stopped part way)"
+    return None
+
+
+def full_disk(path: PathLike, e: BaseException) -> "OutputError | None":
+    """The one-line error for a write of ``path`` that ``e`` stopped on a full disk, or None."""
+    reason = no_space(e)
+    return None if reason is None else OutputError(
+        f"cannot write '{path}': {reason}; nothing was written and the old file, if any, is as it was "
+        "(free space and re-run)")
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -261,9 +283,12 @@ def atomic_path(path: PathLike) -> Iterator[Path]:
         else:
             os.replace(tmp, path)
         _CHECKED.pop(key, None)  # written: a later write of the same path is this command's own
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        full = full_disk(path, e)
+        if full is not None:
+            raise full from None
         raise
 
 

@@ -26,10 +26,17 @@ def atomic_copy(src: str, dst: str, overwrite: bool = False) -> bool:
     a kill leaves either the old ``dst`` or the new one, never a part."""
     if os.path.exists(dst) and not overwrite:
         return False
+    from .outputs import full_disk
+
     tmp = f"{dst}.tmp-{os.getpid()}"
     try:
         shutil.copyfile(src, tmp)
         os.replace(tmp, dst)
+    except OSError as e:
+        full = full_disk(dst, e)
+        if full is not None:
+            raise full from None
+        raise
     finally:
         if os.path.exists(tmp):
             os.remove(tmp)

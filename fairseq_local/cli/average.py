@@ -159,9 +159,9 @@ def main(argv: Optional[List[str]] = None) -> None:
     check_outputs([output], inputs=[p for p in candidates(args.run_dir) if not is_average(p)], force=args.force)
     chosen = last_checkpoints(args.run_dir, args.num)
     state = average([p for _, p in chosen])  # checks that they are one model before anything is printed
+    save_torch(state, args.output)
     print("averaged " + ", ".join(f"{p.name} ({u} updates)" for u, p in chosen) + f" into {args.output}",
           file=sys.stderr)
-    save_torch(state, args.output)
 
 
 if __name__ == "__main__":
