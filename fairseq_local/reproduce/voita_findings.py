@@ -160,7 +160,12 @@ def bleu_cost(base: np.ndarray, run: np.ndarray) -> Optional[Estimate]:
                      "test sentences, paired", name="BLEU cost")
 
 
-def cost_clause(base: dict, pruned: Sequence[dict], stats: Callable[[dict], Optional[np.ndarray]]) -> List[Clause]:
+GATES_ONLY = ("the gates alone were trained; Voita et al. fine-tune every weight with them (§6), so that the "
+              "model adapts to the heads it loses")
+
+
+def cost_clause(base: dict, pruned: Sequence[dict], stats: Callable[[dict], Optional[np.ndarray]],
+                gates_only: bool = False) -> List[Clause]:
     """V4: the share of encoder heads removed and the BLEU cost at the paper's
     operating point (38 of 48 removed, at most 0.15 BLEU).
 
@@ -169,7 +174,9 @@ def cost_clause(base: dict, pruned: Sequence[dict], stats: Callable[[dict], Opti
     removing heads grows with the heads removed, so the claim is contradicted
     only when the most pruned run that removes at most 38/48 already costs
     more than the bound; otherwise it is inconclusive.  ``stats(row)``: the
-    run's per-sentence BLEU statistics (:func:`bleu_stats`), or None."""
+    run's per-sentence BLEU statistics (:func:`bleu_stats`), or None.  With
+    ``gates_only`` (the reduced scales' pruning, not the paper's) the cost is
+    not comparable: the rest of the model could not adapt."""
     n_enc = base["heads"].get("enc-self", 0)
     share_claim = (f"share of encoder heads removed at least the paper's "
                    f"{VOITA_PRUNING['enc_heads'] - VOITA_PRUNING['enc_kept']} of {VOITA_PRUNING['enc_heads']}")
@@ -188,6 +195,8 @@ def cost_clause(base: dict, pruned: Sequence[dict], stats: Callable[[dict], Opti
                      "share removed")
     base_stats = stats(base)
     clauses = [at_least(share, PAPER_REMOVED - 1e-9, share_claim)]
+    if gates_only:
+        return clauses + [not_comparable(cost_claim, GATES_ONLY)]
     run_stats = stats(run)
     if base_stats is None or run_stats is None:
         return clauses + [not_comparable(cost_claim, "no per-sentence translations of the runs (test.hyp)")]
@@ -240,11 +249,12 @@ def type_clauses(base: dict, pruned: Sequence[dict]) -> List[Clause]:
     return out
 
 
-def prune_findings(rows: Sequence[dict], stats: Callable[[dict], Optional[np.ndarray]] = lambda r: None
-                   ) -> List[Finding]:
+def prune_findings(rows: Sequence[dict], stats: Callable[[dict], Optional[np.ndarray]] = lambda r: None,
+                   gates_only: bool = False) -> List[Finding]:
     """V3–V5 from ``prune-curve``'s rows (:mod:`fairseq_local.analysis.pruning`);
     ``stats(row)``: the run's per-sentence BLEU statistics, or None (V4's
-    cost then not comparable)."""
+    cost then not comparable); ``gates_only``: the runs trained the gates
+    alone (V4's cost not comparable, :func:`cost_clause`)."""
     base = next((r for r in rows if r.get("lambda") is None), None)
     pruned = [r for r in rows if r.get("lambda") is not None]
     if base is None or not pruned:
@@ -259,7 +269,7 @@ def prune_findings(rows: Sequence[dict], stats: Callable[[dict], Optional[np.nda
     shares = ", ".join(f"{TYPES[t]} {sum(r['kept'].get(t, 0) for r in closing)}/{len(closing) * base['heads'][t]}"
                        for t in TYPES if base["heads"].get(t)) if closing else "no run closed a head"
     return [decide("V3", TEXT["V3"], [v3], evidence),
-            decide("V4", TEXT["V4"], cost_clause(base, pruned, stats),
+            decide("V4", TEXT["V4"], cost_clause(base, pruned, stats, gates_only),
                    f"encoder heads kept (BLEU): every head {base_bleu}; {kept}"),
             decide("V5", TEXT["V5"], type_clauses(base, pruned),
                    f"heads kept over the {len(closing)} runs that closed any: {shares}")]

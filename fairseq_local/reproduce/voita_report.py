@@ -15,7 +15,7 @@ import numpy as np
 from .pande import SCALES as PANDE_SCALES
 from .plan import Plan
 from .report import read_json, table
-from .voita import TITLE, heads_dir, model_dir, prune_dir
+from .voita import SCALES, TITLE, heads_dir, model_dir, prune_dir
 from .voita_figures import plot_curve, plot_heads, plot_roles, run_name
 from .voita_findings import (BASIS, TYPES, bleu_stats, corpus_bleu, head_findings, head_points,  # noqa: F401
                              prune_findings)
@@ -105,7 +105,8 @@ def write_report(plan: Plan) -> Path:
     curve = read_json(prune_dir(plan) / "prune_curve.json") or {}
     rows = [r for r in curve.get("rows", []) if isinstance(r, dict)]
     stats = run_stats(plan)
-    findings = head_findings(points, plan.scale) + prune_findings(rows, stats)
+    s = SCALES.get(plan.scale)
+    findings = head_findings(points, plan.scale) + prune_findings(rows, stats, bool(s and s.gates_only))
     intervals = bleu_intervals(rows, stats)
     plan.out.mkdir(parents=True, exist_ok=True)
     title = model_title(plan)
