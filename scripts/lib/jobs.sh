@@ -10,6 +10,8 @@
 lock_dir() {
   local dir="$1" what="$2" held
   command -v flock > /dev/null || { log "note: no flock command: a second job into '$dir' is not detected"; return 0; }
+  # a script's next folder (pretrain-bert.sh's phases): the previous one is done, released cleanly
+  [ -z "${LOCKED_DIR:-}" ] || { : > "$LOCKED_DIR/.lock"; flock -u "$LOCK_FD"; exec {LOCK_FD}>&-; }
   mkdir -p "$dir"
   exec {LOCK_FD}<>"$dir/.lock"
   if ! flock -n "$LOCK_FD"; then

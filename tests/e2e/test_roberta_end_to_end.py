@@ -51,6 +51,8 @@ def test_two_phases_resume_and_loss_falls(mlm_data, tmp_path):
     second = torch.load(save / "len64" / "checkpoint_last.pt", weights_only=False)
     assert first["optimizer_history"][-1]["num_updates"] == 6
     assert second["optimizer_history"][-1]["num_updates"] == 8  # phase 2 goes on from phase 1
+    # each phase's folder was locked while it trained and released cleanly (one job per folder)
+    assert (save / "len32" / ".lock").read_text() == (save / "len64" / ".lock").read_text() == ""
     last = save / "checkpoint_last.pt"  # SAVE_DIR links the last phase's checkpoint
     assert last.is_symlink() and last.resolve() == (save / "len64" / "checkpoint_last.pt").resolve()
     log = (save / "len32" / "train.log").read_text()
@@ -67,6 +69,7 @@ def test_two_phases_resume_and_loss_falls(mlm_data, tmp_path):
     torch.save(second, save / "len64" / "checkpoint_last.pt")
     r = pretrain(mlm_data, "roberta_band6_120_tied", save, updates=6, updates_512=2)
     assert "len64/checkpoint_last.pt (epoch" in r.stdout + r.stderr
+    assert "taking the lock over" not in r.stderr
     assert tb_tags(save / "len32" / "tb" / "train", "scalars") >= {"loss", "rho", "ppl"}
 
 
