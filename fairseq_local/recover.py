@@ -22,24 +22,15 @@ _CKPT = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt$")
 
 
 def atomic_copy(src: str, dst: str, overwrite: bool = False) -> bool:
-    """``shutil.copyfile`` to a temporary name beside ``dst``, then a rename:
-    a kill leaves either the old ``dst`` or the new one, never a part."""
+    """``shutil.copyfile`` through :func:`fairseq_local.outputs.atomic_path`
+    (a temporary name beside ``dst``, then a rename; a full disk is one
+    line): a kill leaves either the old ``dst`` or the new one, never a part."""
     if os.path.exists(dst) and not overwrite:
         return False
-    from .outputs import full_disk
+    from .outputs import atomic_path
 
-    tmp = f"{dst}.tmp-{os.getpid()}"
-    try:
+    with atomic_path(dst) as tmp:
         shutil.copyfile(src, tmp)
-        os.replace(tmp, dst)
-    except OSError as e:
-        full = full_disk(dst, e)
-        if full is not None:
-            raise full from None
-        raise
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
     return True
 
 
