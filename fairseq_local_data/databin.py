@@ -38,7 +38,10 @@ def _broken(path: Path, why: str) -> DataError:
 
 def check_index(idx: Path) -> int:
     """Check ``idx`` and its ``.bin``; returns the number of sentences."""
-    head = idx.read_bytes()[:HEADER] if idx.is_file() else b""
+    head = b""
+    if idx.is_file():
+        with open(idx, "rb") as f:
+            head = f.read(HEADER)  # the header only: an index holds 12 bytes a sentence
     if len(head) < HEADER or not head.startswith(MAGIC):
         if head[:8] == b"TNTIDX\x00\x00":  # fairseq's legacy "cached"/"lazy" formats: not read here
             return 0
