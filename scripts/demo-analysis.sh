@@ -23,13 +23,15 @@ BAND1_UPDATES="${BAND1_UPDATES:-400}" SENTENCES="${SENTENCES:-200}"
 [[ "$BAND1_UPDATES" =~ ^[1-9][0-9]*$ ]] || die "BAND1_UPDATES must be a positive integer, not '$BAND1_UPDATES'"
 [[ "$SENTENCES" =~ ^[1-9][0-9]*$ ]] || die "SENTENCES must be a positive integer, not '$SENTENCES'"
 
+default_threads
+on_interrupt "the analysis demo stopped; 'bash scripts/demo-analysis.sh' again skips the finished steps and resumes the interrupted training from its last checkpoint"
 bash scripts/demo.sh
 MAX_UPDATE="$BAND1_UPDATES"
 demo_recipe  # MODEL, OPTIM, SPARSITY (lib.sh)
 band1="$RUNS/band1_pre"
 mkdir -p "$band1"
 bash scripts/train.sh --data "$DATA" --arch transformer_local --save-dir "$band1" -- "${MODEL[@]}" "${OPTIM[@]}" \
-  --attn-layout "[band-1*8]*6" --mask-mode pre > "$band1.train.out" 2>&1 \
+  --attn-layout "[band-1*8]*6" --mask-mode pre > "$band1.train.out" \
   || { tail -20 "$band1.train.out" >&2; die "training the band-1 model failed: see $band1.train.out"; }
 
 dirs=()

@@ -29,6 +29,8 @@ for n in "$UPDATES" "$FT_UPDATES"; do [[ "$n" =~ ^[1-9][0-9]*$ ]] || die "expect
 cd "$FAIRSEQ_LOCAL_ROOT"
 source scripts/setup_env.sh
 START=$(date +%s)
+default_threads
+on_interrupt "the BERT demo stopped; 'bash scripts/demo-bert.sh' again skips the finished steps and resumes the interrupted training from its last checkpoint"
 
 STANDINS=data-bin/bert-standins CORPUS=data-bin/bert-corpus
 GLUE_RAW=data-bin/glue-standin-raw GLUE_BIN=data-bin/glue-standin TASKS="SST-2 CoLA"

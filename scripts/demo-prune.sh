@@ -25,6 +25,8 @@ export RUNS="${RUNS:-runs/demo}" DATA="${DATA:-data-bin/synthetic}"
 LAMBDAS="${LAMBDAS:-0.005,0.01,0.02,0.05,0.1,0.2,0.5}" PRUNE_UPDATES="${PRUNE_UPDATES:-300}"
 [[ "$PRUNE_UPDATES" =~ ^[1-9][0-9]*$ ]] || die "PRUNE_UPDATES must be a positive integer, not '$PRUNE_UPDATES'"
 
+default_threads
+on_interrupt "the pruning demo stopped; 'bash scripts/demo-prune.sh' again skips the finished steps and resumes the interrupted one"
 CONFIGS="a" bash scripts/demo.sh
 fairseq-local prune-curve "$RUNS/a/checkpoint_best.pt" --data "$DATA" --out "$RUNS/prune" \
   --lambdas "$LAMBDAS" --max-update "$PRUNE_UPDATES" --lr 0.05 --gates-only --max-sentences 200 --rare-top 0 \

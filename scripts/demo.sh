@@ -2,7 +2,9 @@
 # The main job on an embedded default: set up the environment, generate the
 # synthetic corpus, and train, translate and score several paper configurations
 # at reduced size, then print a results table. About 15 minutes on 2 CPU cores.
-# Re-running resumes: finished data and training steps are skipped.
+# Re-running resumes: finished data, training and translation steps are
+# skipped. Each configuration prints one progress line (update N of M, time
+# elapsed and left); Ctrl-C is one line saying what a re-run does.
 #
 # Usage: bash scripts/demo.sh
 # Env:   CONFIGS="a f i"   configurations (letters a-l of Pande et al.,
@@ -10,6 +12,7 @@
 #                          "transformer_" (e.g. CONFIGS="dam_s aaa head_gates
 #                          sparse_bigbird"; see "fairseq-local configs")
 #        MAX_UPDATE=1600   training updates per configuration
+#        OMP_NUM_THREADS   torch's threads (default: the cores not busy)
 #        RUNS=runs/demo    where runs (checkpoints, logs, TensorBoard) go
 #        DATA=data-bin/synthetic
 set -euo pipefail
@@ -31,15 +34,19 @@ resolved="$(resolve_configs $CONFIGS)" || exit 1
 bash scripts/prepare-synthetic.sh --out "$DATA"
 
 mkdir -p "$RUNS"
+default_threads
 mapfile -t archs < <(cut -d' ' -f2 <<< "$resolved")
 k=0
 for letter in $CONFIGS; do
   arch="${archs[$k]}"; k=$((k + 1))
   run="$RUNS/$letter"
+  on_interrupt "the demo stopped at configuration $letter; 'bash scripts/demo.sh' again keeps what is finished and resumes $letter from its last checkpoint"
+  # one progress line per configuration on stderr; fairseq's output in RUN.train.out and RUN/train.log
   bash scripts/train.sh --data "$DATA" --arch "$arch" --save-dir "$run" -- "${MODEL[@]}" "${OPTIM[@]}" "${SPARSITY[@]}" \
-    > "$run.train.out" 2>&1 || { tail -20 "$run.train.out" >&2; die "training ($letter) failed: see $run.train.out"; }
+    > "$run.train.out" || { tail -20 "$run.train.out" >&2; die "training ($letter) failed: see $run.train.out"; }
   bash scripts/generate.sh --data "$DATA" --checkpoint "$run/checkpoint_best.pt" --out "$run" \
     --ref "$DATA/raw/test.tgt" 2> "$run.generate.err" || { tail -20 "$run.generate.err" >&2; die "generation ($letter) failed"; }
+  log "$letter: test $(python -m fairseq_local_data.wmt bleu-summary "$run/test.bleu.json")"
 done
 
 echo

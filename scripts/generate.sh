@@ -3,7 +3,7 @@
 #
 # Usage: scripts/generate.sh --data DIR --checkpoint FILE --out DIR [--subset test]
 #            [--ref FILE] [--beam 4] [--lenpen 0.6] [--max-tokens 8000]
-#            [--post-process NAME] [--detok LANG] [-- FAIRSEQ_ARGS...]
+#            [--post-process NAME] [--detok LANG] [--force] [-- FAIRSEQ_ARGS...]
 #
 # BPE is removed from the output (--remove-bpe; --post-process NAME passes
 # fairseq's --post-process NAME instead, e.g. sentencepiece). Batches are not
@@ -14,13 +14,17 @@
 # detokenizer for LANG) before scoring and keeps the tokenised ones in
 # OUT/SUBSET.tok.hyp.
 # Writes OUT/generate-SUBSET.txt, OUT/SUBSET.hyp, OUT/SUBSET.ref and
-# OUT/SUBSET.bleu.json (sacreBLEU's JSON output, with its signature).
+# OUT/SUBSET.bleu.json (sacreBLEU's JSON output, with its signature), each
+# whole or not at all. A re-run whose outputs are newer than the checkpoint,
+# the reference and the data, and were made with the same settings
+# (OUT/.SUBSET.settings), skips the translation ("skip: ..."); --force
+# translates again. Ctrl-C or SIGTERM leaves OUT as it was, in one line.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
-DATA="" CKPT="" OUT="" SUBSET=test REF="" BEAM=4 LENPEN=0.6 MAXTOK=8000 DETOK="" POST_PROCESS=""
+DATA="" CKPT="" OUT="" SUBSET=test REF="" BEAM=4 LENPEN=0.6 MAXTOK=8000 DETOK="" POST_PROCESS="" FORCE=0
 parse_options "--data=DATA --checkpoint=CKPT --out=OUT --subset=SUBSET --ref=REF --beam=BEAM --lenpen=LENPEN \
-  --max-tokens=MAXTOK --post-process=POST_PROCESS --detok=DETOK --=fairseq" "$@"
+  --max-tokens=MAXTOK --post-process=POST_PROCESS --detok=DETOK --force+FORCE --=fairseq" "$@"
 set -- ${REST[@]+"${REST[@]}"}
 POST=(--remove-bpe)
 [ -z "$POST_PROCESS" ] || POST=(--post-process "$POST_PROCESS")
@@ -51,17 +55,32 @@ check_data "$DATA"
 lock_dir "$OUT" "generate.sh"
 
 gen="$OUT/generate-$SUBSET.txt" hyp="$OUT/$SUBSET.hyp" ref="$OUT/$SUBSET.ref" bleu="$OUT/$SUBSET.bleu.json"
+settings="$OUT/.$SUBSET.settings"
+cmd=(fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$CKPT" --gen-subset "$SUBSET"
+  --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$MAXTOK" "${POST[@]}"
+  --required-batch-size-multiple 1 "$@")
+print_command "${cmd[@]}" --ref "$REF" --detok "$DETOK" > "$(tmp_name "$settings")"
+files=("$gen" "$hyp" "$ref" "$bleu" "$settings")
+[ -z "$DETOK" ] || files+=("$OUT/$SUBSET.tok.hyp")
+inputs=("$CKPT" "$DATA/$SUBSET".*.idx "$DATA/$SUBSET".*.bin)
+[ -z "$REF" ] || inputs+=("$REF")
+if [ "$FORCE" = 0 ] && up_to_date "$settings" "$(tmp_name "$settings")" "${files[@]}" -- "${inputs[@]}"; then
+  rm -f "$(tmp_name "$settings")"
+  log "skip: $bleu is newer than $CKPT and made with the same settings (--force translates again)"
+  log "$(python -m fairseq_local_data.wmt bleu-summary "$bleu")"
+  exit 0
+fi
+on_interrupt "translating '$SUBSET' stopped; $OUT is as it was, and the same command translates again"
 log "translating '$SUBSET' with $CKPT (beam $BEAM, lenpen $LENPEN)"
-fairseq-generate "$DATA" --user-dir "$USER_DIR" --path "$CKPT" --gen-subset "$SUBSET" \
-  --beam "$BEAM" --lenpen "$LENPEN" --max-tokens "$MAXTOK" "${POST[@]}" \
-  --required-batch-size-multiple 1 "$@" > "$(tmp_name "$gen")"
+# fairseq-generate's log to stderr, as it is, but not its traceback on Ctrl-C (fairseq_local_data.progress)
+_keep_stderr
+{ "${cmd[@]}" 2>&1 > "$(tmp_name "$gen")" | python -m fairseq_local_data.progress --log /dev/null \
+    --name generate >&"$_STDERR_FD" 2>&1; } 2> /dev/null
 # H-<id>\t<score>\t<text>: restore corpus order by id.
 grep '^H-' "$(tmp_name "$gen")" | sed 's/^H-//' | sort -n -k1,1 | cut -f3 > "$(tmp_name "$hyp")"
-files=("$gen" "$hyp" "$ref" "$bleu")
 if [ -n "$DETOK" ]; then
-  files+=("$OUT/$SUBSET.tok.hyp")
-  mv "$(tmp_name "$hyp")" "$(tmp_name "${files[4]}")"
-  sacremoses -q -l "$DETOK" -j 1 detokenize < "$(tmp_name "${files[4]}")" > "$(tmp_name "$hyp")"
+  mv "$(tmp_name "$hyp")" "$(tmp_name "${files[5]}")"
+  sacremoses -q -l "$DETOK" -j 1 detokenize < "$(tmp_name "${files[5]}")" > "$(tmp_name "$hyp")"
 fi
 if [ -n "$REF" ]; then
   cp "$REF" "$(tmp_name "$ref")"

@@ -334,7 +334,8 @@ print_command() { printf '%q ' "$@"; echo; }
 # --max-update, which fairseq-train would train one more update ("skip: NAME
 # already at update N"); else writes SAVE_DIR/command.sh and runs the command
 # ("WHAT (log: ...)") with its whole output appended to SAVE_DIR/train.log, so
-# that resumed runs keep their history.
+# that resumed runs keep their history, and one progress line on stderr
+# (follow_run); an interruption is one line saying what a re-run does.
 train_run() {
   local save="$1" name="$2" what="$3"; shift 3
   local resume max="" prev="" a trained
@@ -346,9 +347,11 @@ train_run() {
     case "$a" in --max-update=*) max="${a#*=}" ;; esac
     prev="$a"
   done
-  if [[ "$max" =~ ^[1-9][0-9]*$ ]] && [ -f "$save/checkpoint_last.pt" ]; then
+  [[ "$max" =~ ^[1-9][0-9]*$ ]] || max=""
+  trained=0
+  if [ -f "$save/checkpoint_last.pt" ]; then
     trained="$(checkpoint_updates "$save/checkpoint_last.pt")" || exit 1
-    if [ "$trained" -ge "$max" ]; then
+    if [ -n "$max" ] && [ "$trained" -ge "$max" ]; then
       log "skip: $name already at update $trained of $max ($save/checkpoint_last.pt)"
       return 0
     fi
@@ -356,7 +359,15 @@ train_run() {
   lock_dir "$save" "training"
   print_command "$@" > "$save/command.sh"
   log "$what (log: $save/train.log)"
-  "$@" 2>&1 | tee -a "$save/train.log"
+  thread_advice "$@"
+  TRAINING="$name" TRAINING_DIR="$save"
+  on_interrupt _training_note
+  follow_run "$save/train.log" "$name" "$max" "$trained" "$@"
+}
+_training_note() {
+  if [ -f "$TRAINING_DIR/checkpoint_last.pt" ]; then
+    echo "training $TRAINING stopped; the same command resumes it from $TRAINING_DIR/checkpoint_last.pt"
+  else echo "training $TRAINING stopped before its first checkpoint; the same command starts it again"; fi
 }
 
 # checkpoint_task CKPT : "TASK ARCH" of the fairseq checkpoint CKPT ("-" for

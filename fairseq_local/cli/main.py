@@ -70,6 +70,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     module = importlib.import_module(f"{__package__}.{COMMANDS[command][0]}")
     try:
         status = module.main(rest)
+    except KeyboardInterrupt:  # one line, unless a script that runs this says what a re-run does
+        if os.environ.get("FAIRSEQ_LOCAL_INTERRUPT_OWNER"):
+            return 130
+        sys.stderr.write(f"interrupted: fairseq-local {command} stopped before it finished\n")
+        return 130
     except OSError as e:  # a file that cannot be read or written: one line, never a traceback
         return _fail(output_error_line(e), status=1)
     except Exception as e:

@@ -5,7 +5,6 @@ previous ones."""
 
 import json
 import os
-import struct
 import subprocess
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 
 from fairseq_local.locks import folder_lock
 from helpers import ENV, ROOT
+from helpers.jobs import data_folder, fake_checkpoint, fake_tools, script
 from helpers.probes import one_line_error
 
 pytestmark = pytest.mark.slow  # runs the scripts as processes
@@ -20,42 +20,12 @@ pytestmark = pytest.mark.slow  # runs the scripts as processes
 
 @pytest.fixture
 def data(tmp_path) -> Path:
-    """A data folder as far as train.sh and generate.sh look before fairseq."""
-    d = tmp_path / "data"
-    d.mkdir()
-    for name in ("dict.src.txt", "dict.tgt.txt"):
-        (d / name).write_text("a 1\n")
-    # an index of no sentence (fairseq's mmap header) and its empty data file
-    (d / "test.src-tgt.src.idx").write_bytes(b"MMIDIDX\x00\x00" + struct.pack("<QBQ", 1, 4, 0))
-    (d / "test.src-tgt.src.bin").write_bytes(b"")
-    return d
+    return data_folder(tmp_path)
 
 
 @pytest.fixture
 def checkpoint(tmp_path) -> Path:
-    import torch
-
-    path = tmp_path / "model.pt"
-    torch.save({"cfg": {"model": {"_name": "transformer_local_baseline"}, "task": {"_name": "translation"}},
-                "model": {}}, path)
-    return path
-
-
-def script(name, *args, env=None) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", f"scripts/{name}", *map(str, args)], cwd=ROOT, capture_output=True, text=True,
-                          env=env or ENV)
-
-
-def fake_tools(tmp_path, sacrebleu: str) -> dict:
-    """ENV with stand-ins for fairseq-generate (one sentence) and sacrebleu
-    (the shell body ``sacrebleu``) first on PATH."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(parents=True)
-    (bin_dir / "fairseq-generate").write_text("#!/bin/sh\nprintf 'H-0\\t-0.1\\ta b\\nT-0\\ta b\\n'\n")
-    (bin_dir / "sacrebleu").write_text("#!/bin/sh\n" + sacrebleu + "\n")
-    for f in bin_dir.iterdir():
-        f.chmod(0o755)
-    return dict(ENV, PATH=f"{bin_dir}{os.pathsep}{ENV['PATH']}")
+    return fake_checkpoint(tmp_path / "model.pt")
 
 
 def test_a_second_training_into_one_save_dir_is_refused(data, tmp_path):

@@ -72,7 +72,7 @@ def test_every_module_imports_without_fairseq():
 def test_the_tools_are_the_documented_ones():
     """A new tool needs a real command below."""
     assert [m.rsplit(".", 1)[1] for m in TOOLS] == [
-        "bert_corpus", "bpe", "databin", "glue", "glue_fake", "standins", "synthetic", "wmt"]
+        "bert_corpus", "bpe", "databin", "glue", "glue_fake", "progress", "standins", "synthetic", "wmt"]
 
 
 @pytest.mark.slow  # starts a process
