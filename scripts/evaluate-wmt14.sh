@@ -87,15 +87,18 @@ require_parallel "$REF" "$TOKREF"
 "$FAIRSEQ_LOCAL_ROOT/scripts/generate.sh" --data "$DATA" --checkpoint "$CKPT" --out "$RUN" \
   --subset "$SUBSET" --ref "$REF" --detok "$TGT" --beam "$BEAM" --lenpen "$LENPEN" \
   ${POST[@]+"${POST[@]}"} -- "$@"
-echo "$found" > "$RUN/$SUBSET.ref.source"
+echo "$found" > "$(tmp_name "$RUN/$SUBSET.ref.source")"
+mv "$(tmp_name "$RUN/$SUBSET.ref.source")" "$RUN/$SUBSET.ref.source"
 
 if [ "$PAIR" = en-de ]; then
   # Tokenised BLEU with compound splitting (get_ende_bleu.sh): the Moses -a
   # tokens "a @-@ b" are joined back to "a-b", then split as "a ##AT##-##AT## b".
-  "${WMT_PY[@]}" split-compounds "$RUN/$SUBSET.tok.hyp" "$RUN/$SUBSET.tok.hyp.split"
-  "${WMT_PY[@]}" split-compounds "$TOKREF" "$RUN/$SUBSET.tok.ref.split"
-  require_parallel "$RUN/$SUBSET.tok.hyp.split" "$RUN/$SUBSET.tok.ref.split"
-  sacrebleu "$RUN/$SUBSET.tok.ref.split" -i "$RUN/$SUBSET.tok.hyp.split" -m bleu -w 2 --tokenize none \
-    > "$RUN/$SUBSET.tok-bleu.json"
-  log "tokenised $("${WMT_PY[@]}" bleu-summary "$RUN/$SUBSET.tok-bleu.json")"
+  # every file under a temporary name of this process, renamed at the end: a kill keeps the previous ones
+  hsplit="$RUN/$SUBSET.tok.hyp.split" rsplit="$RUN/$SUBSET.tok.ref.split" tbleu="$RUN/$SUBSET.tok-bleu.json"
+  "${WMT_PY[@]}" split-compounds "$RUN/$SUBSET.tok.hyp" "$(tmp_name "$hsplit")"
+  "${WMT_PY[@]}" split-compounds "$TOKREF" "$(tmp_name "$rsplit")"
+  require_parallel "$(tmp_name "$hsplit")" "$(tmp_name "$rsplit")"
+  sacrebleu "$(tmp_name "$rsplit")" -i "$(tmp_name "$hsplit")" -m bleu -w 2 --tokenize none > "$(tmp_name "$tbleu")"
+  for f in "$hsplit" "$rsplit" "$tbleu"; do mv "$(tmp_name "$f")" "$f"; done
+  log "tokenised $("${WMT_PY[@]}" bleu-summary "$tbleu")"
 fi

@@ -140,7 +140,7 @@ step_done() {
 # step_finish STAMP FILE... : record the files' fingerprint.
 step_finish() {
   local stamp="$1"; shift
-  _fingerprint "$@" > "$stamp.tmp" && mv "$stamp.tmp" "$stamp"
+  _fingerprint "$@" > "$stamp.$$.tmp" && mv "$stamp.$$.tmp" "$stamp"
 }
 
 # require_parallel A B : both exist, are non-empty and have equal line counts.
