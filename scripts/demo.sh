@@ -31,16 +31,22 @@ demo_recipe  # MODEL, OPTIM, SPARSITY (lib.sh)
 # shellcheck disable=SC2086  # CONFIGS is a list of names
 resolved="$(resolve_configs $CONFIGS)" || exit 1
 
+on_interrupt "the demo stopped while preparing $DATA; 'bash scripts/demo.sh' again keeps its finished steps and redoes the rest"
 bash scripts/prepare-synthetic.sh --out "$DATA"
 
 mkdir -p "$RUNS"
 default_threads
 mapfile -t archs < <(cut -d' ' -f2 <<< "$resolved")
+demo_note() {
+  local again="'bash scripts/demo.sh' again keeps what is finished and"
+  if [ -f "$run/checkpoint_last.pt" ]; then echo "the demo stopped at configuration $letter; $again resumes it from $run/checkpoint_last.pt"
+  else echo "the demo stopped at configuration $letter, before its first checkpoint; $again starts it again"; fi
+}
 k=0
 for letter in $CONFIGS; do
   arch="${archs[$k]}"; k=$((k + 1))
   run="$RUNS/$letter"
-  on_interrupt "the demo stopped at configuration $letter; 'bash scripts/demo.sh' again keeps what is finished and resumes $letter from its last checkpoint"
+  on_interrupt demo_note
   # one progress line per configuration on stderr; fairseq's output in RUN.train.out and RUN/train.log
   bash scripts/train.sh --data "$DATA" --arch "$arch" --save-dir "$run" -- "${MODEL[@]}" "${OPTIM[@]}" "${SPARSITY[@]}" \
     > "$run.train.out" || { tail -20 "$run.train.out" >&2; die "training ($letter) failed: see $run.train.out"; }
