@@ -112,7 +112,7 @@ if ! step_done "$OUT/.binarize.done" "$CODES" "${bpe_files[@]}" "$OUT/dict.$SRC.
   rm -f "$OUT"/dict.*.txt
   fairseq-preprocess --source-lang "$SRC" --target-lang "$TGT" "${prefs[@]}" \
     --destdir "$OUT" --joined-dictionary --workers "$WORKERS" > "$OUT/preprocess.out" 2>&1 \
-    || { tail -5 "$OUT/preprocess.out" >&2; die "fairseq-preprocess failed (log: $OUT/preprocess.out)"; }
+    || binarise_failed "$OUT/preprocess.out" "$OUT"/*."$SRC-$TGT".*.bin "$OUT"/*."$SRC-$TGT".*.idx "$OUT"/dict.*.txt
   step_finish "$OUT/.binarize.done" "$CODES" "${bpe_files[@]}" "$OUT/dict.$SRC.txt" "${bin_files[@]}"
 fi
 

@@ -212,7 +212,7 @@ else
   fairseq-preprocess --only-source --trainpref "$BPEDIR/train.bpe" --validpref "$BPEDIR/valid.bpe" \
     --testpref "$BPEDIR/test.bpe" --destdir "$OUT" --workers "$WORKERS" "${dict_args[@]}" \
     > "$OUT/preprocess.log" 2>&1 \
-    || { tail -5 "$OUT/preprocess.log" >&2; die "fairseq-preprocess failed (log: $OUT/preprocess.log)"; }
+    || binarise_failed "$OUT/preprocess.log" "${bins[@]}" "$OUT/dict.txt"
   step_finish "$OUT/.binarize.done" "$BPEDIR/dict-source.txt" "${encoded[@]}" "$OUT/dict.txt" "${bins[@]}"
 fi
 

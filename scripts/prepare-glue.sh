@@ -121,7 +121,7 @@ if [ "${#pending[@]}" -gt 0 ]; then
   for TASK in "${pending[@]}"; do rm -rf "${OUT:?}/$TASK-bin"; done
   "${GLUE_PY[@]}" binarize --tasks "${pending[@]}" --out "$OUT" --src-dict "$DICT" \
     --workers "$WORKERS" > "$OUT/processed/preprocess.out" 2>&1 \
-    || { tail -5 "$OUT/processed/preprocess.out" >&2; die "fairseq-preprocess failed (log: $OUT/processed/preprocess.out)"; }
+    || { for TASK in "${pending[@]}"; do rm -rf "${OUT:?}/$TASK-bin"; done; binarise_failed "$OUT/processed/preprocess.out"; }
   for TASK in "${pending[@]}"; do
     # shellcheck disable=SC2046
     step_finish "$OUT/$TASK-bin/.binarize.done" "${MODEL_FILES[@]}" "$OUT/processed/$TASK"/*.input[0-9] \

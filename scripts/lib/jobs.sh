@@ -118,3 +118,16 @@ thread_advice() {
     log "note: the 1-minute load is $LOAD on $CORES cores; torch's threads slow down badly on a busy machine: set OMP_NUM_THREADS to the free cores (docs/commands.md, \"Threads on a shared machine\")"
   fi
 }
+
+# binarise_failed LOG FILE... : after fairseq-preprocess failed with its
+# output in LOG, remove the partial FILEs (the step, unstamped, is redone)
+# and die in one line: a full disk as such, else the error's last line.
+binarise_failed() {
+  local log="$1" last; shift
+  rm -f -- "$@"
+  if grep -q "No space left on device" "$log" 2> /dev/null; then
+    die "cannot binarise: No space left on device (fairseq-preprocess; its partial files are removed: free space and re-run; log: $log)"
+  fi
+  last="$(grep -v '^[[:space:]]*$' "$log" 2> /dev/null | tail -1)"
+  die "fairseq-preprocess failed: ${last:-no output} (log: $log)"
+}

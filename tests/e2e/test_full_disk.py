@@ -65,3 +65,23 @@ def test_average_on_a_full_disk_writes_nothing(tiny_data, tmp_path, small_disk):
     filler.unlink()
     run(["fairseq-local", "average", str(src), "--num", "2", "--output", str(out)])
     assert out.is_file()
+
+
+def test_a_data_step_on_a_full_disk_stops_in_one_line_and_redoes_it(small_disk):
+    """fairseq-preprocess fills the disk while binarising: one line, its partial .bin/.idx removed, and the
+    step (unstamped) redone once space is freed. 2 MB of the 4 MB are taken: the raw and BPE text of 2,000
+    pairs fit (about 1 MB), their binarised copies do not."""
+    filler = small_disk / "filler"
+    filler.write_bytes(b"\0" * 2_000_000)
+    out = small_disk / "syn"
+    cmd = ["bash", "scripts/prepare-synthetic.sh", "--out", str(out), "--train", "2000", "--valid", "40",
+           "--test", "30", "--merges", "300"]
+    r = run(cmd, check=False)
+    assert r.returncode == 1
+    errors = [line for line in r.stderr.splitlines() if line.startswith("error: ")]  # after the steps' log lines
+    assert len(errors) == 1 and r.stderr.rstrip().endswith(errors[0])
+    assert "cannot binarise: No space left on device" in errors[0] and "free space and re-run" in errors[0]
+    assert "Traceback" not in r.stderr and not list(out.glob("*.bin")) and not list(out.glob("*.idx"))
+    filler.unlink()
+    r = run(cmd)
+    assert "data ready in" in r.stderr and len(list(out.glob("*.idx"))) == 6
