@@ -44,6 +44,9 @@
 # warm-up follow). Anything after "--" is passed to fairseq-train last, so it
 # overrides these defaults. Writes SAVE_DIR/{checkpoint_best.pt,
 # checkpoint_last.pt,train.log,command.sh} and TensorBoard logs in SAVE_DIR/tb.
+# Prints one progress line on stderr (fairseq's output: stdout and SAVE_DIR/train.log); Ctrl-C is one
+# line saying what a re-run does. On a shared CPU machine set OMP_NUM_THREADS to the free cores
+# (docs/commands.md, "Threads on a shared machine").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

@@ -37,6 +37,9 @@
 # fine-tune after training to a plateau, --patience N). Re-running resumes: a
 # finished phase is skipped, an interrupted one resumes from its
 # checkpoint_last.pt, and phase 2 starts from phase 1's last checkpoint.
+# Prints one progress line on stderr (fairseq's output: stdout and SAVE_DIR/train.log); Ctrl-C is one
+# line saying what a re-run does. On a shared CPU machine set OMP_NUM_THREADS to the free cores
+# (docs/commands.md, "Threads on a shared machine").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 

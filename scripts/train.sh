@@ -16,6 +16,9 @@
 # Writes SAVE_DIR/{checkpoint*.pt,train.log,command.sh} and TensorBoard logs
 # under SAVE_DIR/tb. Re-running resumes from SAVE_DIR/checkpoint_last.pt; a run
 # that has reached its --max-update is skipped.
+# Prints one progress line on stderr (fairseq's output: stdout and SAVE_DIR/train.log); Ctrl-C is one
+# line saying what a re-run does. On a shared CPU machine set OMP_NUM_THREADS to the free cores
+# (docs/commands.md, "Threads on a shared machine").
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
