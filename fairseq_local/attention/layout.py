@@ -39,6 +39,7 @@ is config (l).
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import List, Tuple
 
 from ..errors import OneLineError
@@ -160,10 +161,18 @@ def _parse_heads(body: str, where: str) -> List[Tuple[HeadMask, str, str, bool]]
 def parse_layout(text: str) -> Tuple[LayerSpec, ...]:
     """Parse a layout string into one :class:`LayerSpec` per layer.
 
+    Each text is parsed once per process: the result, immutable (frozen
+    specs in tuples), is cached by its whitespace-free text, so the modules,
+    the resume signature, export and the commands share one parse.
     Raises :class:`LayoutError` with a one-line message naming the offending part."""
     compact = "".join(str(text).split())
     if not compact:
         raise LayoutError("empty attention layout")
+    return _parse(compact)
+
+
+@lru_cache(maxsize=256)
+def _parse(compact: str) -> Tuple[LayerSpec, ...]:
     layers: List[LayerSpec] = []
     total = 0
     for i, item in enumerate(compact.split(";"), start=1):

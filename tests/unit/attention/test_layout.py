@@ -67,3 +67,15 @@ def test_dimension_mismatch():
         check_layout(parse_layout("[global*8]*5"), 6, 8)
     with pytest.raises(LayoutError, match="layer 2 has 4 heads but the encoder has 8"):
         check_layout(parse_layout("[global*8];[global*4]"), 2, 8)
+
+
+def test_a_layout_is_parsed_once_and_shared():
+    """Every reader of one layout text (the modules, the resume signature, export) gets the same frozen
+    object: parsing happens once per text, and nothing can change what the others read."""
+    import dataclasses
+
+    a = parse_layout("[band-1, global*3]*2")
+    assert parse_layout("[band-1,global*3]*2") is a  # whitespace aside, one text
+    assert parse_layout("[band-2,global*3]*2") is not a
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a[0].heads[0].group = "x"
