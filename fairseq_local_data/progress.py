@@ -64,6 +64,9 @@ class Follower:
         self.quiet = False  # set on Ctrl-C / SIGTERM: the log only
 
     def stop_copying(self, *_) -> None:
+        if self.tty and self.shown and not self.quiet:
+            self.err.write("\n")  # end the line rewritten in place: the script's own line comes next
+            self.err.flush()
         self.quiet = True
 
     def feed(self, raw: bytes) -> None:

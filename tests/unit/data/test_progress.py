@@ -79,3 +79,12 @@ def test_a_full_disk_is_one_line_and_the_output_still_flows():
     f.feed(line(2))
     assert out.getvalue() == line(1) + line(2)
     assert err.getvalue().splitlines()[0] == "error: cannot append to L: No space left on device"
+
+
+def test_on_a_terminal_a_signal_ends_the_line_for_the_scripts_own():
+    f, _, _, err = follower(tty=True, max_update=3)
+    f.feed(line(1))
+    f.stop_copying()
+    f.stop_copying()
+    f.feed(line(2))
+    assert err.getvalue().endswith("(log: runs/a/train.log)\n") and err.getvalue().count("\n") == 1
