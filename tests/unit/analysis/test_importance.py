@@ -192,7 +192,11 @@ def test_batched_relevance_equals_one_prediction_at_a_time(name, opts):
     kind, _, batch = one_batch(m, SENTENCES[:3], **opts)
     assert batch.src_lengths.min() < batch.src_lengths.max()  # padding in the batch
     got, scores = batch_relevance(m, kind, batch)
-    torch.testing.assert_close(got, one_at_a_time(m, kind, batch), atol=1e-10, rtol=1e-9)
+    # fairseq's NMT decoder takes its softmaxes in float32 whatever the model's dtype (utils.softmax): there a
+    # padded batch and a single sentence agree to float32 rounding, which depends on the CPU's kernels
+    # (1.8e-8 apart on one machine, equal on another)
+    tol = dict(atol=1e-6, rtol=1e-5) if name == "nmt" else dict(atol=1e-10, rtol=1e-9)
+    torch.testing.assert_close(got, one_at_a_time(m, kind, batch), **tol)
     assert got[:, ~batch.mask].abs().sum() == 0 and scores.shape == batch.mask.shape
 
 
