@@ -1,5 +1,7 @@
 """fairseq-local: a fairseq --user-dir plugin for local, tied and sparse attention heads
-(``fairseq_local``), and its data tools, which run without fairseq (``fairseq_local_data``).
+(``fairseq_local``), the papers' reproductions (``fairseq_local_reproduce``), the
+``fairseq-local`` commands (``fairseq_local_cli``), and the data tools, which run
+without fairseq (``fairseq_local_data``).
 
 ``pip install .`` gives the plugin: it trains, generates and dumps attention.
 The extras give the rest: ``[analysis]`` (the analyses' figures and
@@ -9,6 +11,10 @@ are in requirements.txt (``scripts/setup_env.sh``).  tests/unit/test_packaging.p
 checks that every third-party import of a layer is declared here."""
 
 from setuptools import find_packages, setup
+
+# Three layers, each importing only the ones before it, and the data tools:
+# the plugin fairseq loads, the papers' reproductions, the commands.
+PACKAGES = ("fairseq_local", "fairseq_local_reproduce", "fairseq_local_cli", "fairseq_local_data")
 
 # fairseq-fixed must be installed with --no-deps (see scripts/setup_env.sh), so
 # its own runtime requirements are listed here (not torchaudio, not cython).
@@ -26,10 +32,10 @@ setup(
     name="fairseq-local",
     version="0.1.0",
     description="Transformer encoders with local, Q/K-tied and sparse attention heads for fairseq",
-    packages=find_packages(include=["fairseq_local", "fairseq_local.*", "fairseq_local_data", "fairseq_local_data.*"]),
+    packages=find_packages(include=[f"{name}{tail}" for name in PACKAGES for tail in ("", ".*")]),
     package_data={"fairseq_local.models": ["presets.json"]},  # the model-size presets
     python_requires=">=3.10",
     install_requires=INSTALL_REQUIRES,
     extras_require={**EXTRAS, "all": sorted({r for rs in EXTRAS.values() for r in rs})},
-    entry_points={"console_scripts": ["fairseq-local=fairseq_local.cli.main:main"]},
+    entry_points={"console_scripts": ["fairseq-local=fairseq_local_cli.main:main"]},
 )

@@ -25,6 +25,7 @@ import functools
 import logging
 import os
 import re
+import shutil
 import types
 import zipfile
 from pathlib import Path
@@ -85,10 +86,8 @@ class _TorchWithCheckpointLoad(types.ModuleType):
 def enable_fairseq_checkpoint_loading() -> None:
     """Idempotently patch :mod:`fairseq.checkpoint_utils` (see module
     docstring), and make its copies to ``checkpoint_last.pt`` and
-    ``checkpoint_best.pt`` atomic (:func:`fairseq_local.recover.atomic_copies`)."""
+    ``checkpoint_best.pt`` atomic (:func:`atomic_copies`)."""
     from fairseq import checkpoint_utils
-
-    from .recover import atomic_copies
 
     if not isinstance(checkpoint_utils.torch, _TorchWithCheckpointLoad):
         checkpoint_utils.torch = _TorchWithCheckpointLoad()
@@ -98,7 +97,44 @@ def enable_fairseq_checkpoint_loading() -> None:
     atomic_copies()
 
 
-# The keys of every record of an attention dump (see fairseq_local.analysis.dump).
+def atomic_copy(src: str, dst: str, overwrite: bool = False) -> bool:
+    """``shutil.copyfile`` through :func:`fairseq_local.outputs.atomic_path`
+    (a temporary name beside ``dst``, then a rename; a full disk is one
+    line): a kill leaves either the old ``dst`` or the new one, never a part."""
+    if os.path.exists(dst) and not overwrite:
+        return False
+    from .outputs import atomic_path
+
+    with atomic_path(dst) as tmp:
+        shutil.copyfile(src, tmp)
+    return True
+
+
+def atomic_copies() -> None:
+    """Idempotently give :mod:`fairseq.checkpoint_utils` a PathManager whose
+    ``copy`` of local files is :func:`atomic_copy` (how fairseq writes
+    ``checkpoint_last.pt`` and ``checkpoint_best.pt`` from the first name)."""
+    from fairseq import checkpoint_utils
+    from fairseq.file_io import PathManager
+
+    if getattr(checkpoint_utils.PathManager, "_fairseq_local", False):
+        return
+
+    class _AtomicCopies(PathManager):
+        _fairseq_local = True
+
+        @staticmethod
+        def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
+            if "://" in src_path or "://" in dst_path:
+                return PathManager.copy(src_path, dst_path, overwrite)
+            return atomic_copy(src_path, dst_path, overwrite)
+
+    checkpoint_utils.PathManager = _AtomicCopies
+
+
+# The format tag of a mask file (fairseq_local.attention.masks.file) and the keys of every
+# record (see fairseq_local.analysis.dump).
+MASK_FILE_FORMAT = "fairseq-local-masks/1"
 DUMP_KEYS = ("tokens", "word_ids", "words", "attn")
 # Where the encoders save their signature (fairseq_local.models.resume):
 # ``<prefix>_extra_state["signature"]``, NMT encoder first, then RoBERTa's.
@@ -111,8 +147,6 @@ def describe(obj: Any) -> Optional[str]:
     checkpoint" (a dict holding a ``model`` state dict), "a mask file written
     by fairseq-local export", "an attention dump (fairseq-local attention
     dump)", or None if none of these."""
-    from .attention.masks.file import MASK_FILE_FORMAT
-
     if isinstance(obj, dict) and obj.get("format") == MASK_FILE_FORMAT:
         return "a mask file written by fairseq-local export"
     if isinstance(obj, dict) and isinstance(obj.get("model"), dict):

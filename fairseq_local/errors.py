@@ -6,7 +6,7 @@ data tools, which run without fairseq, raise it too).  Most are also
 :class:`ValueError` subclasses for library callers.  When one reaches the top
 of a program uncaught, it is printed as a single ``error:`` line instead of a
 traceback and the process exits with status 1: ``fairseq-local`` catches it
-(:mod:`fairseq_local.cli.main`), and in fairseq's own commands
+(:mod:`fairseq_local_cli.main`), and in fairseq's own commands
 (``fairseq-train --user-dir fairseq_local``) the hook of
 :func:`install_excepthook` prints it.
 """

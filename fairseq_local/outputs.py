@@ -26,15 +26,16 @@ Violations are :class:`OutputError`, printed in one line by the commands.
 
 import contextlib
 import io
+import json
 import os
 import pickletools
 import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Optional, Sequence, Set, Union
+from typing import Any, Callable, Dict, Iterator, Optional, Sequence, Set, Union
 
-from .errors import OneLineError
+from .errors import InputError, OneLineError
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -349,3 +350,19 @@ def output_error_line(e: BaseException) -> Optional[str]:
 __all__ = ["Output", "OutputError", "add_force_option", "atomic_path", "check_folder", "check_outputs",
            "checkpoint_marked", "figure_format", "is_checkpoint", "is_legacy_torch", "is_png", "output_error_line",
            "pickled_strings", "save_figure", "save_torch", "text_starting", "torch_format", "write_text"]
+
+
+def read_json_object(path: Path, what: str) -> Dict[str, Any]:
+    """The JSON object (dict) in ``path``, or an :class:`InputError` naming
+    the file and what is wrong with it (not UTF-8, not JSON, not an object)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"'{path}' is not a {what}: not UTF-8 text (byte {e.start})") from None
+    try:
+        obj = json.loads(text)
+    except ValueError as e:
+        raise InputError(f"'{path}' is not a {what}: malformed JSON ({str(e).splitlines()[0]})") from None
+    if not isinstance(obj, dict):
+        raise InputError(f"'{path}' is not a {what}: a JSON {type(obj).__name__}, not an object")
+    return obj

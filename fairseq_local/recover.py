@@ -5,7 +5,8 @@ fairseq saves a checkpoint under its first name atomically (a temporary
 file, then a rename) and then *copies* it to its other names
 (``checkpoint_best.pt``, ``checkpoint_last.pt``).  A job killed during that
 copy leaves ``checkpoint_last.pt`` truncated beside a complete copy.  The
-plugin makes that copy atomic (:func:`atomic_copies`), and the training
+plugin makes that copy atomic
+(:func:`fairseq_local.checkpoint_compat.atomic_copies`), and the training
 scripts recover runs broken before it (:func:`recover_last`): the broken file
 is kept aside and the newest readable checkpoint becomes
 ``checkpoint_last.pt``.
@@ -13,53 +14,17 @@ is kept aside and the newest readable checkpoint becomes
 
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import List, Optional, Tuple
+
+from .checkpoint_compat import Checkpoint, atomic_copy
 
 LAST = "checkpoint_last.pt"
 _CKPT = re.compile(r"checkpoint(\d+|_\d+_\d+|_best)\.pt$")
 
 
-def atomic_copy(src: str, dst: str, overwrite: bool = False) -> bool:
-    """``shutil.copyfile`` through :func:`fairseq_local.outputs.atomic_path`
-    (a temporary name beside ``dst``, then a rename; a full disk is one
-    line): a kill leaves either the old ``dst`` or the new one, never a part."""
-    if os.path.exists(dst) and not overwrite:
-        return False
-    from .outputs import atomic_path
-
-    with atomic_path(dst) as tmp:
-        shutil.copyfile(src, tmp)
-    return True
-
-
-def atomic_copies() -> None:
-    """Idempotently give :mod:`fairseq.checkpoint_utils` a PathManager whose
-    ``copy`` of local files is :func:`atomic_copy` (how fairseq writes
-    ``checkpoint_last.pt`` and ``checkpoint_best.pt`` from the first name)."""
-    from fairseq import checkpoint_utils
-    from fairseq.file_io import PathManager
-
-    if getattr(checkpoint_utils.PathManager, "_fairseq_local", False):
-        return
-
-    class _AtomicCopies(PathManager):
-        _fairseq_local = True
-
-        @staticmethod
-        def copy(src_path: str, dst_path: str, overwrite: bool = False) -> bool:
-            if "://" in src_path or "://" in dst_path:
-                return PathManager.copy(src_path, dst_path, overwrite)
-            return atomic_copy(src_path, dst_path, overwrite)
-
-    checkpoint_utils.PathManager = _AtomicCopies
-
-
 def _readable(path: Path) -> Optional[int]:
     """The update count of the checkpoint at ``path``, None if unreadable."""
-    from .checkpoint_compat import Checkpoint
-
     try:
         return Checkpoint.read(str(path)).num_updates
     except (OSError, ValueError):  # truncated, not a checkpoint, refused (InputError): not a candidate

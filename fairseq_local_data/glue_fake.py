@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import glue_hard
 from .errors import OneLineError
-from .glue import DIAGNOSTIC, DIAGNOSTIC_COLUMNS, TASKS, GlueError, GlueTask, task, write_lines
+from .glue_tasks import DIAGNOSTIC, DIAGNOSTIC_COLUMNS, TASKS, GlueError, GlueTask, task, write_lines
 from .language import Grammar, Lexicon, SyntheticConfig
 
 # MNLI's genres: the matched dev/test sets share the training genres, the mismatched ones do not.

@@ -54,7 +54,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from .glue import GlueError
+from .glue_tasks import GlueError
 from .language import Grammar, Lexicon, SyntheticConfig, Tree
 
 LABELS: Dict[str, Tuple[str, ...]] = {

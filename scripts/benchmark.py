@@ -9,7 +9,7 @@ Usage: python scripts/benchmark.py {kernels,train,generate,all} ... [options]
 
 import sys
 
-from fairseq_local.cli.benchmark import main
+from fairseq_local_cli.benchmark import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -29,7 +29,7 @@ use_python_on_path() {
   export PYTHONPATH="$FAIRSEQ_LOCAL_ROOT${PYTHONPATH:+:$PYTHONPATH}" PIP_NO_INDEX=1
   NO_SETUP_BIN="$(mktemp -d)"
   printf '#!/bin/sh\nexec "%s" "$@"\n' "$py" > "$NO_SETUP_BIN/python"
-  printf '#!/bin/sh\nexec "%s" -c "import sys; from fairseq_local.cli.main import main; sys.exit(main())" "$@"\n' \
+  printf '#!/bin/sh\nexec "%s" -c "import sys; from fairseq_local_cli.main import main; sys.exit(main())" "$@"\n' \
     "$py" > "$NO_SETUP_BIN/fairseq-local"
   for tool in train generate preprocess; do
     command -v "fairseq-$tool" > /dev/null \
@@ -299,7 +299,7 @@ resolve_arch() { fairseq_local configs --arch "$1" || exit 1; }
 check_resume() {
   local err
   err="$(mktemp)"
-  if python -m fairseq_local.cli.check_resume "$@" > /dev/null 2> "$err"; then grep '^note: ' "$err" >&2 || true; rm -f "$err"; return 0; fi
+  if python -m fairseq_local_cli.check_resume "$@" > /dev/null 2> "$err"; then grep '^note: ' "$err" >&2 || true; rm -f "$err"; return 0; fi
   if grep -q '^error: ' "$err"; then
     grep -m1 '^error: ' "$err" >&2; rm -f "$err"; exit 1
   fi

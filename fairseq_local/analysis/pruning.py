@@ -27,7 +27,7 @@ ROLE_ORDER = ROLES  # Voita et al. 2019, Fig. 8's categories (:func:`.roles.clas
 
 def kept_heads(gate_rows: Sequence[dict]) -> Dict[str, int]:
     """Open heads per attention type, from ``fairseq-local gates``' rows
-    (:func:`fairseq_local.cli.gates.gate_table`)."""
+    (:func:`fairseq_local_cli.gates.gate_table`)."""
     return {t: sum(1 for r in gate_rows if r["attention"] == t and not r["closed"])
             for t in ATTENTION_TYPES if any(r["attention"] == t for r in gate_rows)}
 

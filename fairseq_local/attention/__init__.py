@@ -2,7 +2,8 @@
 
 from .module import LocalMultiheadAttention, QKProjection
 from .build import AttentionBuilder
-from .config import MASK_MODES, AttentionConfig, add_attention_args, attention_config, set_attention_defaults
+from .config import (MASK_MODES, AttentionConfig, AttentionOptions, add_attention_args, attention_options,
+                     set_attention_defaults)
 from .context import AttentionCapture, AttentionContext, CapturedCall, attention_context, current
 from .gates import HeadGates
 from .layout import HeadSpec, LayerSpec, LayoutError, check_layout, format_layout, parse_layout
@@ -12,10 +13,10 @@ from .penalties import AttentionRecord, SparsityTerms, sparsity_terms
 from .plan import HeadPlan, PathInputs
 
 __all__ = [
-    "AttentionBuilder", "AttentionCapture", "AttentionConfig", "AttentionContext", "AttentionRecord",
-    "CapturedCall", "HeadGates", "HeadMask", "HeadPlan", "HeadSpec", "LEARNED_KINDS", "LayerSpec", "LayoutError",
-    "LearnedKind", "LocalMultiheadAttention", "MASK_MODES", "MaskSpecError", "PathInputs", "QKProjection",
-    "SparsityTerms", "TauSchedule", "add_attention_args", "attention_config", "attention_context",
-    "check_layout", "current", "format_layout", "parse_layout", "parse_mask", "register_learned_kind",
-    "register_mask_kind", "set_attention_defaults", "sparsity_terms",
+    "AttentionBuilder", "AttentionCapture", "AttentionConfig", "AttentionContext", "AttentionOptions",
+    "AttentionRecord", "CapturedCall", "HeadGates", "HeadMask", "HeadPlan", "HeadSpec", "LEARNED_KINDS",
+    "LayerSpec", "LayoutError", "LearnedKind", "LocalMultiheadAttention", "MASK_MODES", "MaskSpecError",
+    "PathInputs", "QKProjection", "SparsityTerms", "TauSchedule", "add_attention_args", "attention_context",
+    "attention_options", "check_layout", "current", "format_layout", "parse_layout", "parse_mask",
+    "register_learned_kind", "register_mask_kind", "set_attention_defaults", "sparsity_terms",
 ]

@@ -9,7 +9,15 @@ architecture fills in its own defaults with :func:`set_attention_defaults`.
 Options are ``None`` until they are resolved (:func:`fill_defaults`), so that
 a named arch can tell "unset" from a value the user typed; the effective
 defaults are :data:`DEFAULTS` and the gate presets
-(:data:`~fairseq_local.attention.gates.GATE_PRESETS`).  The values a choice
+(:data:`~fairseq_local.attention.gates.GATE_PRESETS`).
+
+:func:`attention_options` is the one place where the options are resolved and
+the ``--attn-layout`` text is parsed: it gives a frozen
+:class:`AttentionOptions` (every option at its effective value, and the layout
+as a tuple of :class:`~fairseq_local.attention.layout.LayerSpec`) that the
+models, the attention builder and modules, the penalties, the resume
+signature and the export read.  The text form (:func:`format_layout`) is what
+the saved options hold.  The values a choice
 option takes are tuples kept beside the code that implements them and used
 here: :data:`MASK_MODES` and :data:`DAM_L1` (here),
 :data:`~fairseq_local.attention.context.ATTN_IMPLS`,
@@ -18,10 +26,12 @@ here: :data:`MASK_MODES` and :data:`DAM_L1` (here),
 :data:`~fairseq_local.attention.gates.GATE_PENALTIES`.
 """
 
-import copy
+import functools
 from argparse import Namespace
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from typing import Dict, Optional
+from enum import Enum
+from typing import Any, Dict, Optional, Tuple
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.dataclass.utils import gen_parser_from_dataclass
@@ -29,7 +39,7 @@ from fairseq.dataclass.utils import gen_parser_from_dataclass
 from ..errors import OptionError
 from .context import ATTN_IMPLS
 from .gates import GATE_PENALTIES, GATE_PRESETS, parse_gate_init
-from .layout import check_layout, format_layout, parse_layout
+from .layout import LayerSpec, check_layout, format_layout, parse_layout
 from .learned import DAM_ESTIMATORS, TAU_SCHEDULES, TauSchedule
 
 MASK_MODES = ("post", "pre")
@@ -142,9 +152,77 @@ def fill_defaults(obj, **arch_defaults):
     return obj
 
 
-def resolved(cfg: AttentionConfig) -> AttentionConfig:
-    """A copy of ``cfg`` with every unset option at its default."""
-    return fill_defaults(copy.copy(cfg))
+@dataclass(frozen=True)
+class AttentionOptions:
+    """Every attention option at its effective value, and the parsed layout
+    (made by :func:`attention_options` only).
+
+    ``layout``: one :class:`~fairseq_local.attention.layout.LayerSpec` per
+    encoder layer (``format_layout(layout)`` is the canonical
+    ``--attn-layout`` text); the other fields are the options of
+    :class:`AttentionConfig` of the same names, choice options as plain
+    strings."""
+
+    layout: Tuple[LayerSpec, ...]
+    mask_mode: str
+    attn_impl: str
+    mask_file: Optional[str]
+    mask_neg: float
+    dam_max_len: Optional[int]
+    dam_per_layer: bool
+    dam_estimator: str
+    dam_init: float
+    dam_init_std: float
+    dam_l1: str
+    dam_no_noise: bool
+    dam_lr_scale: float
+    aaa_lr_scale: float
+    tau_start: float
+    tau_end: Optional[float]
+    tau_anneal: str
+    tau_anneal_updates: int
+    gate_preset: str
+    gate_init: str
+    gate_beta: float
+    gate_gamma: float
+    gate_zeta: float
+    gate_penalty: str
+
+    def tau_schedule(self) -> TauSchedule:
+        """The Gumbel-sigmoid temperature schedule of the ``--tau-*`` options."""
+        end = self.tau_start if self.tau_end is None else self.tau_end
+        try:
+            return TauSchedule(self.tau_start, end, self.tau_anneal_updates, self.tau_anneal)
+        except ValueError as e:
+            raise OptionError(f"--tau-*: {e}") from None
+
+
+def attention_options(cfg: Any, num_layers: Optional[int] = None, num_heads: Optional[int] = None) -> AttentionOptions:
+    """The options of ``cfg`` (a namespace, config object or mapping; a
+    missing or None option is unset) resolved, with the layout parsed: the
+    one parse site of ``--attn-layout``.
+
+    Unset options take their defaults (:func:`fill_defaults`); an unset
+    layout is all global, ``[global*H]*L``, which needs ``num_layers`` (L)
+    and ``num_heads`` (H).  Given both, the layout is checked against them.
+    Raises :class:`~fairseq_local.attention.layout.LayoutError` (an empty or
+    wrong layout) or :class:`OptionError` (an unknown gate preset)."""
+    get = cfg.get if isinstance(cfg, Mapping) else functools.partial(getattr, cfg)
+    values = fill_defaults(AttentionConfig(**{name: get(name, None) for name in OPTION_NAMES}))
+    dims = num_layers is not None and num_heads is not None
+    text = values.attn_layout
+    if text is None and dims:
+        text = f"[global*{num_heads}]*{num_layers}"
+    layout = parse_layout(text or "")
+    if dims:
+        check_layout(layout, num_layers, num_heads)
+    plain = {name: _plain(getattr(values, name)) for name in OPTION_NAMES if name != "attn_layout"}
+    return AttentionOptions(layout=layout, **plain)
+
+
+def _plain(value: Any) -> Any:
+    """A choice option's value as a plain string (omegaconf gives enum members)."""
+    return str(value) if isinstance(value, Enum) else value
 
 
 def set_attention_defaults(args: Namespace, num_layers: int, num_heads: int, **arch_defaults) -> None:
@@ -152,47 +230,29 @@ def set_attention_defaults(args: Namespace, num_layers: int, num_heads: int, **a
     them, and write the layout in canonical form.  Raises :class:`OptionError`
     or :class:`~fairseq_local.attention.layout.LayoutError` in one line."""
     fill_defaults(args, **arch_defaults)
-    if getattr(args, "attn_layout", None) is None:
-        args.attn_layout = f"[global*{num_heads}]*{num_layers}"
-    layout = parse_layout(args.attn_layout)
-    check_layout(layout, num_layers, num_heads)
-    args.attn_layout = format_layout(layout)
-    validate(attention_config(args))
+    options = attention_options(args, num_layers, num_heads)
+    args.attn_layout = format_layout(options.layout)
+    validate(options)
 
 
-def attention_config(args) -> AttentionConfig:
-    """The :class:`AttentionConfig` of a namespace or config object."""
-    return AttentionConfig(**{name: getattr(args, name, None) for name in OPTION_NAMES})
-
-
-def validate(cfg: AttentionConfig) -> None:
+def validate(options: AttentionOptions) -> None:
     """One-line :class:`OptionError` for an out-of-range option."""
+    o = options
     checks = [
-        (cfg.dam_max_len is None or cfg.dam_max_len >= 1, f"--dam-max-len must be >= 1, not {cfg.dam_max_len}"),
-        ((cfg.dam_init_std or 0) >= 0, f"--dam-init-std must be >= 0, not {cfg.dam_init_std}"),
-        (cfg.dam_lr_scale is None or cfg.dam_lr_scale > 0, f"--dam-lr-scale must be > 0, not {cfg.dam_lr_scale}"),
-        (cfg.mask_neg is None or cfg.mask_neg < 0, f"--mask-neg must be < 0, not {cfg.mask_neg}"),
+        (o.dam_max_len is None or o.dam_max_len >= 1, f"--dam-max-len must be >= 1, not {o.dam_max_len}"),
+        ((o.dam_init_std or 0) >= 0, f"--dam-init-std must be >= 0, not {o.dam_init_std}"),
+        (o.dam_lr_scale is None or o.dam_lr_scale > 0, f"--dam-lr-scale must be > 0, not {o.dam_lr_scale}"),
+        (o.mask_neg is None or o.mask_neg < 0, f"--mask-neg must be < 0, not {o.mask_neg}"),
     ]
     for ok, message in checks:
         if not ok:
             raise OptionError(message)
-    tau_schedule(cfg)
-    cfg = resolved(cfg)
+    o.tau_schedule()
     try:
-        parse_gate_init(cfg.gate_init)
+        parse_gate_init(o.gate_init)
     except ValueError as e:
         raise OptionError(f"--gate-init: {e}") from None
-    gamma, zeta, beta = cfg.gate_gamma, cfg.gate_zeta, cfg.gate_beta
+    gamma, zeta, beta = o.gate_gamma, o.gate_zeta, o.gate_beta
     if not (gamma < 0 and zeta > 1 and beta > 0):
         raise OptionError(f"--gate-*: hard-concrete needs gamma < 0 < 1 < zeta and beta > 0 "
                           f"(got beta {beta}, gamma {gamma}, zeta {zeta})")
-
-
-def tau_schedule(cfg: AttentionConfig) -> TauSchedule:
-    """The Gumbel-sigmoid temperature schedule of the ``--tau-*`` options."""
-    cfg = resolved(cfg)
-    end = cfg.tau_start if cfg.tau_end is None else cfg.tau_end
-    try:
-        return TauSchedule(cfg.tau_start, end, cfg.tau_anneal_updates, str(cfg.tau_anneal))
-    except ValueError as e:
-        raise OptionError(f"--tau-*: {e}") from None

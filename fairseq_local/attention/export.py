@@ -2,7 +2,7 @@
 exportable learned heads of a checkpoint
 (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.exportable`), their
 hard masks, progressive pruning by P (§3.4) and its random baseline, and the
-second stage's layout.  ``fairseq-local export`` (:mod:`fairseq_local.cli.export`)
+second stage's layout.  ``fairseq-local export`` (:mod:`fairseq_local_cli.export`)
 is the command; the reproductions call these functions directly."""
 
 import hashlib
@@ -11,24 +11,26 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 import torch
 
 from ..checkpoint_compat import encoder_layers_prefix
-from .layout import HeadSpec, LayerSpec, format_layout, parse_layout
+from .config import AttentionOptions
+from .layout import HeadSpec, LayerSpec, format_layout
 from .learned.kind import LEARNED_KINDS, Exportable, LearnedKind, upgrade_learned_keys
 from .masks import FileMask
 
 
-def learned_masks(model_cfg: dict, state_dict: Dict[str, torch.Tensor]) -> Dict[Tuple[int, int], Exportable]:
+def learned_masks(options: AttentionOptions, state_dict: Dict[str, torch.Tensor]) -> Dict[Tuple[int, int], Exportable]:
     """The checkpoint's exportable learned heads, {(layer, head): mask}
-    (0-based), each kind's from its own tensors
+    (0-based), from the layout of its ``options``
+    (:func:`~fairseq_local.attention.config.attention_options` of its saved
+    model options), each kind's from its own tensors
     (:meth:`~fairseq_local.attention.learned.kind.LearnedKind.exportable`;
     DAM: ``{prefix}{l}.self_attn.learned.dam.{k}.alpha``, the k-th DAM head
     of layer l); heads that share parameters share one mask."""
-    layout = parse_layout(model_cfg.get("attn_layout") or "")
     state = dict(state_dict)
     upgrade_learned_keys(state)  # a checkpoint saved before learned kinds
     prefix = encoder_layers_prefix(state)
     out: Dict[Tuple[int, int], Exportable] = {}
     for kind in LEARNED_KINDS.values():
-        out.update(kind.exportable(layout, state, prefix))
+        out.update(kind.exportable(options.layout, state, prefix))
     return dict(sorted(out.items()))
 
 

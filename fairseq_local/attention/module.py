@@ -57,7 +57,7 @@ from torch import Tensor, nn
 
 from ..errors import OptionError
 from . import dense
-from .config import ATTN_IMPLS, AttentionConfig, resolved, tau_schedule
+from .config import ATTN_IMPLS, AttentionOptions
 from .context import current
 from .dense import dense_path
 from .fallbacks import announce
@@ -94,8 +94,8 @@ class LocalMultiheadAttention(nn.Module):
     """Encoder self-attention with a mask and a Q/K group per head.
 
     Args:
-        cfg: the attention options (:class:`AttentionConfig`; unset ones
-            take their defaults).
+        options: the attention options at their effective values
+            (:class:`~fairseq_local.attention.config.AttentionOptions`).
         embed_dim: model dimension d (= H · d_h).
         layer: the layer's heads: mask, Q/K group and gate of each
             (:class:`~fairseq_local.attention.layout.LayerSpec`).
@@ -108,36 +108,35 @@ class LocalMultiheadAttention(nn.Module):
         dropout: attention-probability dropout.
     """
 
-    def __init__(self, cfg: AttentionConfig, embed_dim: int, layer: LayerSpec, qk: Sequence[QKProjection],
+    def __init__(self, options: AttentionOptions, embed_dim: int, layer: LayerSpec, qk: Sequence[QKProjection],
                  learned: Optional[Mapping[str, nn.Module]] = None, dropout: float = 0.0, bias: bool = True) -> None:
         super().__init__()
-        cfg = resolved(cfg)
         num_heads = len(layer.masks)
         if embed_dim % num_heads:
             raise ValueError(f"embed_dim {embed_dim} is not divisible by {num_heads} heads")
-        self.plan = plan = HeadPlan.build(layer, str(cfg.mask_mode))
+        self.plan = plan = HeadPlan.build(layer, options.mask_mode)
         if len(qk) != len(layer.groups):
             raise ValueError(f"the layer uses {len(layer.groups)} Q/K groups, got {len(qk)} projections")
-        if str(cfg.attn_impl) not in ATTN_IMPLS:
-            raise ValueError(f"attn_impl must be one of {ATTN_IMPLS}, not {cfg.attn_impl!r}")
+        if options.attn_impl not in ATTN_IMPLS:
+            raise ValueError(f"attn_impl must be one of {ATTN_IMPLS}, not {options.attn_impl!r}")
         self.embed_dim, self.num_heads = embed_dim, num_heads
         self.head_dim = embed_dim // num_heads
         self.scaling = self.head_dim ** -0.5
-        self.attn_impl = str(cfg.attn_impl)
-        self.mask_neg = float(cfg.mask_neg)
-        self.tau_schedule: TauSchedule = tau_schedule(cfg)
+        self.attn_impl = options.attn_impl
+        self.mask_neg = float(options.mask_neg)
+        self.tau_schedule: TauSchedule = options.tau_schedule()
         self.tau = self.tau_schedule(0)
         self.num_updates = 0
 
         self.qk = nn.ModuleList(qk)
-        given, alone = dict(learned or {}), KindBuild(cfg, embed_dim)
+        given, alone = dict(learned or {}), KindBuild(options, embed_dim)
         self.learned = nn.ModuleDict({
             g.kind.key: given[g.kind.key] if g.kind.key in given
             else g.kind.build(alone, None, tuple(zip(g.heads, g.specs))) for g in plan.learned})
         self.gates = None
         if plan.gated_heads:
-            self.gates = HeadGates(len(plan.gated_heads), init=cfg.gate_init, beta=cfg.gate_beta,
-                                   gamma=cfg.gate_gamma, zeta=cfg.gate_zeta, num_heads=num_heads)
+            self.gates = HeadGates(len(plan.gated_heads), init=options.gate_init, beta=options.gate_beta,
+                                   gamma=options.gate_gamma, zeta=options.gate_zeta, num_heads=num_heads)
         self.v_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.out_proj = nn.Linear(embed_dim, embed_dim, bias=bias)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)

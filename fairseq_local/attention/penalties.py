@@ -87,12 +87,12 @@ class SparsityTerms:
         return float(self.log.get(num, 0.0)), float(self.log.get(den, 0.0))
 
 
-def sparsity_terms(cfg, modules: Sequence[nn.Module],
+def sparsity_terms(options, modules: Sequence[nn.Module],
                    records: Sequence[AttentionRecord], gates: Sequence["HeadGates"] = ()) -> SparsityTerms:
     """The sparsity terms of ``modules`` (the model's attention layers, in
     order) after the forward pass that produced ``records``.
 
-    ``cfg`` is the model's :class:`~fairseq_local.attention.config.AttentionConfig`
+    ``options`` are the model's :class:`~fairseq_local.attention.config.AttentionOptions`
     (``dam_l1`` and ``gate_penalty`` pick the conventions).  The penalties
     and counts are float32 whatever the model's dtype or autocast (a pair
     count above 65,504 is inf in fp16); the logging values are read back to
@@ -104,7 +104,7 @@ def sparsity_terms(cfg, modules: Sequence[nn.Module],
         return terms
     device = modules[0].out_proj.weight.device
     with _no_autocast(device):
-        log = _terms(cfg, modules, records, terms, gates)
+        log = _terms(options, modules, records, terms, gates)
     tensors = [k for k, v in log.items() if isinstance(v, Tensor)]
     if tensors:  # one read of the device for all logging values
         values = torch.stack([log[k].detach().float().reshape(()) for k in tensors]).tolist()
@@ -121,7 +121,7 @@ def _no_autocast(device: torch.device):
         return nullcontext()
 
 
-def _terms(cfg, modules: Sequence[nn.Module], records: Sequence[AttentionRecord], terms: SparsityTerms,
+def _terms(options, modules: Sequence[nn.Module], records: Sequence[AttentionRecord], terms: SparsityTerms,
            gates: Sequence["HeadGates"] = ()) -> Dict[str, object]:
     """Fills ``terms``' penalties; returns the logging values (tensors or numbers)."""
     log: Dict[str, object] = {}
@@ -147,7 +147,7 @@ def _terms(cfg, modules: Sequence[nn.Module], records: Sequence[AttentionRecord]
         uses = terms.uses.get(key)
         if not uses:
             continue
-        penalty, kind_log = kind.penalty(cfg, uses)
+        penalty, kind_log = kind.penalty(options, uses)
         if penalty is not None:
             terms.penalties[key] = penalty
         log.update(kind_log)
@@ -166,7 +166,7 @@ def _terms(cfg, modules: Sequence[nn.Module], records: Sequence[AttentionRecord]
     gated = [m.gates for m in modules if m.gates is not None] + list(gates)
     if gated:
         per_layer = [g.l0().sum() for g in gated]
-        terms.gate = sum(per_layer) / (len(per_layer) if cfg.gate_penalty == "layer-mean" else 1)
+        terms.gate = sum(per_layer) / (len(per_layer) if options.gate_penalty == "layer-mean" else 1)
         log["gate_open"] = sum((g.eval_values() > 0).sum() for g in gated)
         log["gate_count"] = float(sum(g.log_alpha.numel() for g in gated))
     if any(m.plan.learned_heads for m in modules):

@@ -110,8 +110,9 @@ class GatedTransformerDecoder(TransformerDecoderBase):
         cfg, dictionary, embed_tokens, no_encoder_attn, output_projection: as
             fairseq's ``TransformerDecoderBase``.
         kinds: a subset of :data:`DECODER_GATE_KINDS`.
-        gate_options: the resolved attention options (``gate_init``,
-            ``gate_beta``, ``gate_gamma``, ``gate_zeta``).
+        gate_options: the attention options
+            (:class:`~fairseq_local.attention.config.AttentionOptions`; its
+            ``gate_init``, ``gate_beta``, ``gate_gamma``, ``gate_zeta``).
     """
 
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, kinds: Sequence[str], gate_options,

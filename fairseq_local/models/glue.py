@@ -1,7 +1,7 @@
 """A fine-tuned GLUE model (a fairseq ``sentence_prediction`` checkpoint of
 ``scripts/finetune-glue.sh``): its task's prepared data, the model with its
 classification head, and its predictions on a binarised split.
-``fairseq-local glue`` (:mod:`fairseq_local.cli.glue`) scores them; the
+``fairseq-local glue`` (:mod:`fairseq_local_cli.glue`) scores them; the
 reproductions call these functions directly."""
 
 import os

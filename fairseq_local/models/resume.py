@@ -11,12 +11,11 @@ loaded: ``checkpoint_last.pt`` of ``--save-dir``, or ``--restore-file``
 without ``--reset-optimizer``).  A difference is a :class:`ResumeError`, one
 line naming both sides.  Starting a new stage from another model
 (``--restore-file X --reset-optimizer``, ``--finetune-from-model``) is
-allowed and logged.  ``python -m fairseq_local.cli.check_resume CKPT ARGS...``
+allowed and logged.  ``fairseq-local check-resume CKPT ARGS...``
 makes the same check from a checkpoint's saved options and a fairseq-train
 command line, before a script writes anything.
 """
 
-import argparse
 import hashlib
 import logging
 import os
@@ -24,10 +23,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..checkpoint_compat import EXTRA_STATE
 from ..errors import ResumeError
-from ..attention.layout import format_layout, parse_layout
+from ..attention.layout import format_layout
 from ..attention.learned import LearnedMask, kinds_in
 from ..attention.masks import FileMask
-from ..attention.config import attention_config, resolved
+from ..attention.config import AttentionOptions, attention_options
 from ..attention.gates import parse_decoder_gates
 
 logger = logging.getLogger(__name__)
@@ -55,7 +54,7 @@ def _file_digest(path: Optional[str]) -> str:
         return f"unreadable {path}"
 
 
-def model_signature(cfg: Any) -> Dict[str, str]:
+def model_signature(cfg: Any, options: Optional[AttentionOptions] = None) -> Dict[str, str]:
     """The options that define a model's encoder attention, as strings:
     always the arch, layout (canonical) and mask mode; BERT's segment
     embedding when on (``--segment-embeddings``); what each learned kind
@@ -63,17 +62,17 @@ def model_signature(cfg: Any) -> Dict[str, str]:
     decoder's gated attention types (``--decoder-gates``), the hard-concrete
     constants with gated heads, and the mask file's digest with ``file`` heads.  ``cfg`` is a
     fairseq model config (namespace, omegaconf or dict) with arch defaults
-    applied."""
+    applied; ``options`` its attention options where the caller has them
+    (default: :func:`~fairseq_local.attention.config.attention_options` of ``cfg``)."""
     get = _getter(cfg)
     arch = str(get("arch", None) or get("_name", None) or "-")
     decoder_gates = ",".join(parse_decoder_gates(get("decoder_gates", None)))
     segments = {"segment_embeddings": "True"} if get("segment_embeddings", False) else {}
     if not get("attn_layout", None):
         return {"arch": arch, **({"decoder_gates": decoder_gates} if decoder_gates else {}), **segments}
-    options = resolved(attention_config(argparse.Namespace(**{k: get(k, None) for k in FLAGS})))
-    layout = parse_layout(get("attn_layout"))
-    heads = [h for layer in layout for h in layer.heads]
-    sig = {"arch": arch, "attn_layout": format_layout(layout), "mask_mode": str(options.mask_mode)}
+    options = options if options is not None else attention_options(cfg)
+    heads = [h for layer in options.layout for h in layer.heads]
+    sig = {"arch": arch, "attn_layout": format_layout(options.layout), "mask_mode": options.mask_mode}
     names: List[str] = []
     for kind in kinds_in(h.mask for h in heads):
         sig.update(kind.signature(options, get))

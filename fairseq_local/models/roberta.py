@@ -38,7 +38,7 @@ from ..errors import OptionError
 from ..attention.config import add_attention_args, set_attention_defaults
 from ..attention.penalties import SparsityTerms
 from .archs import ROBERTA_ARCHS
-from .resume import check_resume, model_signature, saved_signature
+from .resume import check_resume, saved_signature
 from .transformer import (LocalTransformerEncoder, dummy_dictionary, local_encoder, mask_position_limits,
                           register_named_archs)
 
@@ -83,7 +83,7 @@ class LocalRobertaEncoder(RobertaEncoder):
 
     def build_encoder(self, args, dictionary, embed_tokens) -> LocalTransformerEncoder:
         encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(args), dictionary, embed_tokens,
-                                          signature=model_signature(args))
+                                          model_cfg=args)
         covered = min(mask_position_limits(encoder.attention_modules()), default=args.max_positions)
         block = getattr(args, "tokens_per_sample", None) if getattr(args, "task", None) == "masked_lm" else None
         if block is not None and block > covered:  # every masked-LM block would be skipped

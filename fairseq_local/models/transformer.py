@@ -4,8 +4,8 @@ Only the encoder self-attention differs from fairseq's ``transformer``: every
 layer's ``self_attn`` is a
 :class:`~fairseq_local.attention.module.LocalMultiheadAttention` built by an
 :class:`~fairseq_local.attention.build.AttentionBuilder` from the attention
-options (:class:`~fairseq_local.attention.config.AttentionConfig`) and
-``--attn-layout``.  The decoder is fairseq's own; ``--decoder-gates`` gives
+options and ``--attn-layout``, resolved and parsed once per encoder into an
+:class:`~fairseq_local.attention.config.AttentionOptions`.  The decoder is fairseq's own; ``--decoder-gates`` gives
 its attention head gates (:mod:`fairseq_local.models.decoder`), and
 ``--train-gates-only`` trains the gates alone.  The named architectures
 are layout data (:mod:`fairseq_local.models.archs`).
@@ -14,7 +14,7 @@ are layout data (:mod:`fairseq_local.models.archs`).
 import argparse
 import functools
 import logging
-from typing import Any, Dict, List, Optional
+from typing import Any, List, Optional
 
 from fairseq.distributed import fsdp_wrap
 from fairseq.models import register_model, register_model_architecture
@@ -32,7 +32,7 @@ from ..attention.module import LocalMultiheadAttention
 from ..attention.build import AttentionBuilder
 from ..attention.context import attention_context
 from ..attention.masks import FileMask
-from ..attention.config import LEARNED_KEYS, add_attention_args, attention_config, resolved, set_attention_defaults
+from ..attention.config import LEARNED_KEYS, add_attention_args, attention_options, set_attention_defaults
 from ..attention.penalties import SparsityTerms, sparsity_terms
 from ..errors import OptionError
 from .archs import NAMED_ARCHS
@@ -66,20 +66,26 @@ class LocalTransformerEncoder(TransformerEncoderBase):
     :func:`~fairseq_local.attention.context.attention_context` of its own
     (fresh records and memo; a training pass draws the DAM masks' noise on
     entry), and the output dict carries its attention records under
-    ``"sparsity"``."""
+    ``"sparsity"``.
+
+    The attention options of ``cfg`` are resolved and its layout parsed here,
+    once (:func:`~fairseq_local.attention.config.attention_options`), into
+    :attr:`attention_options`, which the layers, the resume signature and the
+    sparsity terms read; :attr:`layout` is its layout.  ``model_cfg``: the
+    model options whose signature is saved (:mod:`..resume`; default ``cfg``)."""
 
     def __init__(self, cfg: TransformerConfig, dictionary, embed_tokens, return_fc: bool = False,
-                 signature: Optional[Dict[str, str]] = None):
+                 model_cfg: Any = None):
         # Plain attributes (set before nn.Module.__init__), used while the base
         # class builds the layers.
-        self.signature = dict(signature if signature is not None else model_signature(cfg))
-        self.attention_cfg = resolved(attention_config(cfg))
+        self.attention_options = options = attention_options(cfg, cfg.encoder.layers, cfg.encoder.attention_heads)
+        self.signature = model_signature(cfg if model_cfg is None else model_cfg, options)
         self._build_attention = AttentionBuilder(
-            self.attention_cfg, cfg.encoder.embed_dim, cfg.encoder.layers, cfg.encoder.attention_heads,
+            options, cfg.encoder.embed_dim, cfg.encoder.layers, cfg.encoder.attention_heads,
             max_positions=cfg.max_source_positions, dropout=cfg.attention_dropout)
         self._layers_built = 0
         super().__init__(cfg, dictionary, embed_tokens, return_fc=return_fc)
-        self.layout = self._build_attention.layout
+        self.layout = options.layout
         del self._build_attention
 
     def build_self_attention(self, layer_idx: int, cfg: TransformerConfig) -> nn.Module:
@@ -149,7 +155,7 @@ class LocalTransformerEncoder(TransformerEncoderBase):
     def sparsity_terms(self, records, gates=()) -> SparsityTerms:
         """The terms of this encoder's ``records``; ``gates``: further gated
         layers (the decoder's) that join the L0 term."""
-        return sparsity_terms(self.attention_cfg, self.attention_modules(), records, gates)
+        return sparsity_terms(self.attention_options, self.attention_modules(), records, gates)
 
 
 @register_model("transformer_local")
@@ -170,8 +176,7 @@ class LocalTransformerModel(TransformerModel):
 
     @classmethod
     def build_encoder(cls, cfg, src_dict, embed_tokens):
-        encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(cfg), src_dict, embed_tokens,
-                                          signature=model_signature(cfg))
+        encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(cfg), src_dict, embed_tokens, model_cfg=cfg)
         if encoder.max_positions() < cfg.max_source_positions:
             logger.info(f"the encoder takes sentences of at most {encoder.max_positions()} tokens, the length "
                         f"its DAM/file masks cover: fairseq skips longer training sentences and refuses "
@@ -195,12 +200,14 @@ class LocalTransformerModel(TransformerModel):
     @classmethod
     def build_decoder(cls, cfg, tgt_dict, embed_tokens):
         """fairseq's decoder, with head gates where ``--decoder-gates`` asks
-        (:mod:`fairseq_local.models.decoder`)."""
+        (:mod:`fairseq_local.models.decoder`); the gates read the options'
+        ``--gate-*`` values (:func:`~fairseq_local.attention.config.attention_options`)."""
         kinds = parse_decoder_gates(getattr(cfg, "decoder_gates", None))
         if not kinds:
             return super().build_decoder(cfg, tgt_dict, embed_tokens)
         tcfg = TransformerConfig.from_namespace(cfg)
-        return GatedTransformerDecoder(tcfg, tgt_dict, embed_tokens, kinds, resolved(attention_config(cfg)),
+        options = attention_options(cfg, tcfg.encoder.layers, tcfg.encoder.attention_heads)
+        return GatedTransformerDecoder(tcfg, tgt_dict, embed_tokens, kinds, options,
                                        no_encoder_attn=tcfg.no_cross_attention)
 
     def decoder_gates(self) -> list:

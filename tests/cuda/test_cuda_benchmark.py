@@ -5,8 +5,8 @@ the peak memory comes from torch.cuda.max_memory_allocated."""
 import pytest
 import torch
 
-from fairseq_local.cli.benchmark import timing as bench
-from fairseq_local.cli.benchmark import main
+from fairseq_local_cli.benchmark import timing as bench
+from fairseq_local_cli.benchmark import main
 
 pytestmark = pytest.mark.cuda
 

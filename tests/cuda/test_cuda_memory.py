@@ -8,7 +8,7 @@ import torch
 
 from helpers import make_attention, padding_mask
 from helpers.cuda import CUDA, DTYPES
-from fairseq_local.cli.benchmark.timing import cuda_peak_memory
+from fairseq_local_cli.benchmark.timing import cuda_peak_memory
 
 pytestmark = pytest.mark.cuda
 

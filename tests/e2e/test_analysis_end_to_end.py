@@ -145,7 +145,7 @@ def test_attention_dump_without_the_extras(runs, tiny_data, tmp_path):
                "        if name.split('.')[0] in BLOCKED:\n"
                "            raise ModuleNotFoundError(f'No module named {name!r} (an extra)')\n"
                "sys.meta_path.insert(0, Block())\n"
-               "from fairseq_local.cli.main import main\n"
+               "from fairseq_local_cli.main import main\n"
                "sys.exit(main(sys.argv[1:]))\n")
     out = tmp_path / "dump.pt"
     run([sys.executable, "-c", blocker, "attention", "dump", "--path", str(runs / "band1" / "checkpoint_last.pt"),

@@ -10,7 +10,7 @@ import torch
 from helpers import TINY, USER_DIR, checkpoint_params as _params, run, train, two_workers
 from fairseq_local.models.transformer import encoder_attention_weight_count
 from fairseq_local.attention.layout import format_layout
-from fairseq_local.cli.results import collect
+from fairseq_local_cli.results import collect
 
 pytestmark = pytest.mark.slow  # end-to-end: every test runs fairseq or a pipeline
 

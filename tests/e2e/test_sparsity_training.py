@@ -131,7 +131,7 @@ def test_export_two_stage_finetune_and_generate(tiny_data, tmp_path):
             ckpt["model"][f"encoder.layers.{layer}.self_attn.learned.dam.{h}.alpha"] = alpha
     torch.save(ckpt, stage1 / "checkpoint_last.pt")
     for args, method in [([], "hard"), (["--prune", "90", "--n", "20"], "prune-90")]:
-        out = run(["python", "-m", "fairseq_local.cli.export", str(stage1 / "checkpoint_last.pt"),
+        out = run(["python", "-m", "fairseq_local_cli.export", str(stage1 / "checkpoint_last.pt"),
                    "--out", str(tmp_path / f"{method}.pt"), "--png", str(tmp_path / f"{method}.png"), *args])
         assert f"({method}," in out.stdout
         assert "--attn-layout '[file*8]*6'" in out.stdout
@@ -178,7 +178,7 @@ def test_gates_finetuned_from_a_trained_model(tiny_data, tmp_path):
     assert "initialised 6 learned-mask/gate tensors" in r.stdout + r.stderr
     opened = logged(gated, "gates_open")
     assert opened[0] == 1.0 and opened[-1] < 1.0  # the L0 term closes gates
-    out = run(["python", "-m", "fairseq_local.cli.gates", str(gated / "checkpoint_last.pt")]).stdout
+    out = run(["python", "-m", "fairseq_local_cli.gates", str(gated / "checkpoint_last.pt")]).stdout
     lines = out.splitlines()
     assert len(lines) == 1 + 48 + 1 and "closed" in out
     closed = sum(line.endswith("closed") for line in lines[1:-1])
@@ -193,7 +193,7 @@ def test_gates_finetuned_from_a_trained_model(tiny_data, tmp_path):
      "error: layout head 'file-0.0' (layer 1) needs --mask-file"),
     (["fairseq-train", "{data}", "--arch", "transformer_dam_s", "--tau-start", "-1"],
      "error: --tau-*: tau must be > 0 (got start -1.0, end -1.0)"),
-    (["python", "-m", "fairseq_local.cli.export", "{data}/none.pt", "--out", "x.pt"],
+    (["python", "-m", "fairseq_local_cli.export", "{data}/none.pt", "--out", "x.pt"],
      "error: [Errno 2] No such file or directory: '{data}/none.pt'"),
 ])
 def test_one_line_errors(tiny_data, cmd, message):

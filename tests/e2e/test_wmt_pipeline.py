@@ -145,7 +145,7 @@ def test_paper_table(wmt, tmp_path):
     (runs / "wmt14_en-ru" / "transformer_dam_s" / "command.sh").write_text("fairseq-train\n")
     (runs / "wmt14_en-de" / "slurm").mkdir()  # not a run
     md, csv_file = tmp_path / "t.md", tmp_path / "t.csv"
-    r = run(["python", "-m", "fairseq_local.cli.tables", "--runs-root", str(runs),
+    r = run(["python", "-m", "fairseq_local_cli.tables", "--runs-root", str(runs),
              "--markdown", str(md), "--csv", str(csv_file)])
     with csv_file.open() as f:
         rows = list(csv.DictReader(f))

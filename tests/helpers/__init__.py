@@ -64,12 +64,12 @@ def make_attention(tokens, groups=None, mode="post", embed_dim=16, seed=0, std=0
     import torch
 
     from fairseq_local.attention.build import AttentionBuilder
-    from fairseq_local.attention.config import AttentionConfig
+    from fairseq_local.attention.config import AttentionConfig, attention_options
 
     groups = list(range(len(tokens))) if groups is None else groups
     layer = ",".join(f"{t}@g{g}" for t, g in zip(tokens, groups))
     torch.manual_seed(seed)
-    cfg = AttentionConfig(attn_layout=f"[{layer}]", mask_mode=mode, **options)
+    cfg = attention_options(AttentionConfig(attn_layout=f"[{layer}]", mask_mode=mode, **options))
     attn = AttentionBuilder(cfg, embed_dim, 1, len(tokens), max_positions=max_len)(0)
     if std:
         for p in attn.parameters():

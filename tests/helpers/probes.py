@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Iterable, Optional, Sequence, Union
 
-from fairseq_local.cli.main import main
+from fairseq_local_cli.main import main
 
 PathLike = Union[str, Path]
 # Lines that fairseq and its dependencies log on import, before any of ours.

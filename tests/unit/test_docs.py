@@ -140,7 +140,7 @@ def test_link_check_finds_broken_links_and_anchors(tmp_path):
 
 def test_module_check():
     assert module_exists("fairseq_local.attention.config.AttentionConfig")
-    assert module_exists("fairseq_local.cli")
+    assert module_exists("fairseq_local_cli")
     assert not module_exists("fairseq_local.attention.nowhere")
 
 

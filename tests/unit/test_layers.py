@@ -1,8 +1,9 @@
 """Three layers, each importing only downward: the plugin that fairseq loads
-(``--user-dir fairseq_local``), the experiments (``fairseq_local.reproduce``)
-and the commands (``fairseq_local.cli``).  Importing the plugin loads neither
-of the others, no module of the plugin imports one, and no experiment imports
-a command, at module level or inside a function."""
+(``--user-dir fairseq_local``), the experiments (``fairseq_local_reproduce``)
+and the commands (``fairseq_local_cli``); the data tools
+(``fairseq_local_data``) import none of them.  Importing the plugin loads
+none of the others; no file imports a higher layer, at module level or inside
+a function; and no files import each other in a loop."""
 
 import ast
 import subprocess
@@ -12,8 +13,8 @@ import pytest
 
 from helpers import ENV, ROOT
 
-PACKAGE = ROOT / "fairseq_local"
-UPPER = ("fairseq_local.cli", "fairseq_local.reproduce")
+# Lowest first: a module may import its own layer and the ones before it.
+LAYERS = ("fairseq_local_data", "fairseq_local", "fairseq_local_reproduce", "fairseq_local_cli")
 
 
 def module_name(path) -> str:
@@ -21,8 +22,16 @@ def module_name(path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+MODULES = {module_name(p): p for layer in LAYERS for p in (ROOT / layer).rglob("*.py")}
+
+
+def layer_of(module: str) -> int:
+    return LAYERS.index(module.split(".")[0])
+
+
 def imports(path) -> set:
-    """The fairseq_local modules ``path`` imports, wherever in the file."""
+    """The project modules ``path`` imports, wherever in the file (an imported
+    name that is not a module counts as its module)."""
     name, found = module_name(path), set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text())):
@@ -31,24 +40,69 @@ def imports(path) -> set:
             for _ in range(max(node.level - 1, 0)):
                 base = base.rpartition(".")[0]
             target = (f"{base}.{node.module}" if node.module else base) if node.level else node.module
-            found.update(f"{target}.{a.name}" for a in node.names)
-            found.add(target)
+            names = [f"{target}.{a.name}" for a in node.names]
+            found.update(m if m in MODULES else target for m in names)
         elif isinstance(node, ast.Import):
             found.update(a.name for a in node.names)
-    return {m for m in found if m and m.startswith("fairseq_local")}
+    return {m for m in found if m in MODULES and m != name}
 
 
-def test_no_plugin_module_imports_an_experiment_or_a_command():
-    plugin = [p for p in PACKAGE.rglob("*.py") if not module_name(p).startswith(UPPER)]
-    assert len(plugin) > 50
-    upward = {module_name(p): sorted(m for m in imports(p) if m.startswith(UPPER)) for p in plugin}
-    assert not {k: v for k, v in upward.items() if v}
+GRAPH = {name: imports(path) for name, path in MODULES.items()}
 
 
-def test_no_experiment_imports_a_command():
-    experiments = list((PACKAGE / "reproduce").rglob("*.py"))
-    upward = {module_name(p): sorted(m for m in imports(p) if m.startswith("fairseq_local.cli")) for p in experiments}
-    assert len(experiments) > 20 and not {k: v for k, v in upward.items() if v}
+def test_the_layers_are_read():
+    counts = {layer: sum(m.split(".")[0] == layer for m in MODULES) for layer in LAYERS}
+    assert counts["fairseq_local"] > 50 and counts["fairseq_local_reproduce"] > 30 and counts["fairseq_local_cli"] > 20
+    assert "fairseq_local_cli.attention" in GRAPH["fairseq_local_cli.analyze.hta"]
+    assert "fairseq_local.outputs" in GRAPH["fairseq_local_cli.analyze.table"]  # relative and absolute imports
+
+
+def test_no_file_imports_a_higher_layer():
+    upward = {m: sorted(t for t in targets if layer_of(t) > layer_of(m)) for m, targets in GRAPH.items()}
+    assert not {m: t for m, t in upward.items() if t}
+
+
+def test_no_files_import_each_other_in_a_loop():
+    """Tarjan's strongly connected components of the import graph: each is one file."""
+    index, low, stack, on_stack, loops = {}, {}, [], set(), []
+
+    def visit(v):  # recursion depth is bounded by the number of modules (~200)
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in GRAPH[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                loops.append(sorted(component))
+
+    for v in sorted(GRAPH):
+        if v not in index:
+            visit(v)
+    assert not loops
+
+
+def test_a_loop_is_found():
+    """The loop check on a graph with one loop (so that it can fail)."""
+    saved = dict(GRAPH)
+    try:
+        GRAPH["fairseq_local.errors"] = GRAPH["fairseq_local.errors"] | {"fairseq_local.outputs"}
+        with pytest.raises(AssertionError):
+            test_no_files_import_each_other_in_a_loop()
+    finally:
+        GRAPH.clear()
+        GRAPH.update(saved)
 
 
 @pytest.mark.slow  # a fresh interpreter
@@ -57,4 +111,4 @@ def test_importing_the_plugin_loads_no_experiment_or_command():
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=ENV, capture_output=True, text=True, check=True)
     loaded = eval(r.stdout)
     assert "fairseq_local.attention.learned.kind" in loaded and "fairseq_local.models.roberta" in loaded
-    assert not [m for m in loaded if m.startswith(UPPER)], loaded
+    assert not [m for m in loaded if m.startswith(LAYERS[2:])], loaded

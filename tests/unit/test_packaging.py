@@ -13,8 +13,8 @@ from helpers import ROOT
 
 # Layers by folder: the plugin (install_requires only), the commands and
 # analyses, the data tools, the reproductions.
-LAYERS = {"fairseq_local/analysis/": "analysis", "fairseq_local/cli/": "analysis",
-          "fairseq_local/outputs.py": "analysis", "fairseq_local_data/": "data", "fairseq_local/reproduce/": "reproduce"}
+LAYERS = {"fairseq_local/analysis/": "analysis", "fairseq_local_cli/": "analysis",
+          "fairseq_local/outputs.py": "analysis", "fairseq_local_data/": "data", "fairseq_local_reproduce/": "reproduce"}
 ALWAYS = {"torch", "fairseq"}  # torch: install_requires; fairseq: installed with --no-deps (setup_env.sh)
 
 
@@ -63,7 +63,8 @@ def distributions(module: str):
     return {normal(d) for d in packages_distributions().get(module, [module])}
 
 
-SOURCES = sorted(p for pkg in ("fairseq_local", "fairseq_local_data") for p in (ROOT / pkg).rglob("*.py"))
+SOURCES = sorted(p for pkg in ("fairseq_local", "fairseq_local_reproduce", "fairseq_local_cli", "fairseq_local_data")
+                 for p in (ROOT / pkg).rglob("*.py"))
 
 
 def test_every_third_party_import_is_declared_in_its_layer():

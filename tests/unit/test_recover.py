@@ -8,9 +8,10 @@ import pytest
 import torch
 
 from fairseq_local.checkpoint_compat import enable_fairseq_checkpoint_loading
-from fairseq_local.cli import check_resume
+from fairseq_local_cli import check_resume
 from fairseq_local.errors import InputError
-from fairseq_local.recover import atomic_copy, recover_last
+from fairseq_local.checkpoint_compat import atomic_copy
+from fairseq_local.recover import recover_last
 
 
 def _ckpt(path, updates):

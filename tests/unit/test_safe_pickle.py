@@ -70,7 +70,7 @@ def test_a_payload_is_refused_by_fairseqs_loader(payload, monkeypatch):
 
 
 def test_the_commands_refuse_it_in_one_line(payload, monkeypatch, capsys):
-    from fairseq_local.cli.main import main
+    from fairseq_local_cli.main import main
 
     monkeypatch.delenv(TRUST_ENV, raising=False)
     path, marker = payload
@@ -96,7 +96,7 @@ def test_the_commands_refuse_it_in_one_line(payload, monkeypatch, capsys):
 
 
 def test_trusting_is_an_explicit_choice_with_a_warning(payload, monkeypatch, capsys):
-    from fairseq_local.cli.main import main
+    from fairseq_local_cli.main import main
 
     monkeypatch.delenv(TRUST_ENV, raising=False)
     path, marker = payload

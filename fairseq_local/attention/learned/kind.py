@@ -19,7 +19,8 @@ the class names it:
 * :meth:`penalty`: its penalty and its logged (sum, count) keys
   (:attr:`rates`), from the layers' :class:`KindUse`;
 * ``options``: its options (fields of
-  :class:`~fairseq_local.attention.config.AttentionConfig`) and
+  :class:`~fairseq_local.attention.config.AttentionConfig`, read at their
+  effective values from :class:`~fairseq_local.attention.config.AttentionOptions`) and
   :meth:`signature`, what it adds to the resume signature;
 * ``weight``: the criterion option that weighs its penalty (else
   ``--learned-lambda KEY=W``);
@@ -61,9 +62,9 @@ class Realised:
 
 @dataclass(frozen=True)
 class KindBuild:
-    """What a kind's :meth:`LearnedKind.build` reads: the resolved options,
-    the model dimension, the longest input (None: unknown), and the modules
-    shared across the layers of one model (keyed as the kind chooses)."""
+    """What a kind's :meth:`LearnedKind.build` reads: the options
+    (:class:`~fairseq_local.attention.config.AttentionOptions`), the model
+    dimension, the longest input (None: unknown), and the modules shared across the layers of one model (keyed as the kind chooses)."""
 
     cfg: Any
     embed_dim: int

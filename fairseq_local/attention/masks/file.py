@@ -11,20 +11,17 @@ from typing import Any, Dict, List, Union
 import torch
 
 from ..context import cached
+from ...checkpoint_compat import MASK_FILE_FORMAT, describe
 from ...errors import irregular_file
 from ...outputs import pickled_strings as _pickled_strings
 from .base import HeadMask, Length, MaskSpecError, Rule, TableMask, to_device
 from .registry import MAX_LAYER_HEAD, bounded, register_mask_kind
-
-MASK_FILE_FORMAT = "fairseq-local-masks/1"
 
 
 def _what_else(path: str, data: Any = None) -> str:
     """What file ``path`` is instead of a mask file, for messages: " (it is
     a fairseq checkpoint)", " (truncated, or not a torch file)", ..."""
     if data is not None:
-        from ...checkpoint_compat import describe
-
         what = describe(data)
         return f" (it is {what})" if what else f" (a torch file holding a {type(data).__name__})"
     strings = _pickled_strings(path)

@@ -195,7 +195,7 @@ def test_a_model_without_our_attention_is_refused():
     (["analyze", "hta", "--path", "x.pt", "--text", "BAD", "--conllu", "BAD", "--out", "o"], "not allowed"),
 ])
 def test_bad_inputs_are_one_line_errors(tmp_path, capsys, monkeypatch, argv, message):
-    from fairseq_local.cli.main import main
+    from fairseq_local_cli.main import main
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "BAD").write_text("1\tword\n")  # one column too few
@@ -235,7 +235,7 @@ def test_bias_of_a_conllu_sentence_with_multiword_tokens_empty_nodes_and_subword
 def test_analyze_table_rows(tmp_path, capsys):
     import json
 
-    from fairseq_local.cli.main import main
+    from fairseq_local_cli.main import main
 
     run = tmp_path / "f" / "analysis"
     run.mkdir(parents=True)

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from fairseq_local.cli.main import main
+from fairseq_local_cli.main import main
 
 from test_contribution import MODELS
 from test_pairs_cli import command, stand_in

@@ -13,7 +13,7 @@ import torch
 from fairseq_local.analysis.pairs import read_pairs
 from fairseq_local.analysis.positions import PositionStats
 from fairseq_local.analysis.relations import RecordError
-from fairseq_local.cli.main import main
+from fairseq_local_cli.main import main
 
 from test_dump import roberta
 from test_pairs_cli import command, stand_in

@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-import fairseq_local.cli.importance as command
+import fairseq_local_cli.analyze.importance as command
 from fairseq_local.analysis.dump import prepare
-from fairseq_local.cli.main import main
+from fairseq_local_cli.main import main
 
 from test_dump import SENTENCES
 from test_importance import nmt, roberta

@@ -11,7 +11,7 @@ import pytest
 
 from fairseq_local.analysis.dump import load_dump
 from fairseq_local.analysis.model import AnalysisModel
-from fairseq_local.cli.main import main
+from fairseq_local_cli.main import main
 
 from test_dump import nmt, roberta
 
@@ -132,7 +132,7 @@ def test_table_centres_overlays_models(tmp_path, capsys):
     out = capsys.readouterr().out
     assert f"centres: {png}" in out and "| en |" in out
     assert png.read_bytes().startswith(PNG)
-    from fairseq_local.cli.centres import read_hta_results
+    from fairseq_local_cli.analyze.table import read_hta_results
 
     assert [label for label, _ in read_hta_results([str(en), str(de), str(empty)])] == ["en", "de"]
 

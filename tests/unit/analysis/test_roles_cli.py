@@ -8,7 +8,7 @@ import pytest
 from fairseq_local.analysis.dump import save_dump
 from fairseq_local.analysis.roles import head_roles
 from fairseq_local.analysis.roles_figures import roles_table
-from fairseq_local.cli.main import main
+from fairseq_local_cli.main import main
 
 from test_roles import rare_records, syntax_records
 

@@ -17,7 +17,7 @@ from torch import nn
 import fairseq_local  # noqa: F401  (registers kinds and criteria)
 from helpers import padding_mask
 from fairseq_local.attention.build import AttentionBuilder
-from fairseq_local.attention.config import AttentionConfig
+from fairseq_local.attention.config import AttentionConfig, attention_options
 from fairseq_local.attention.context import attention_context
 from fairseq_local.attention.learned import AxisSelector, axis, gumbel_noise_difference
 from fairseq_local.attention.learned.axis import expected_topk
@@ -132,7 +132,7 @@ class Encoder(nn.Module):
 
     def __init__(self) -> None:
         super().__init__()
-        self.cfg = AttentionConfig(attn_layout=f"[aaa*{HEADS}]*{LAYERS}", mask_mode="pre")
+        self.cfg = attention_options(AttentionConfig(attn_layout=f"[aaa*{HEADS}]*{LAYERS}", mask_mode="pre"))
         build = AttentionBuilder(self.cfg, D, LAYERS, HEADS, max_positions=64)
         self.attn = nn.ModuleList(build(i) for i in range(LAYERS))
         self.ffn = nn.ModuleList(nn.Sequential(nn.Linear(D, 2 * D), nn.ReLU(), nn.Linear(2 * D, D))

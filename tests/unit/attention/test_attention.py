@@ -7,8 +7,7 @@ import torch
 
 from helpers import make_attention, padding_mask
 from fairseq_local.attention.module import LocalMultiheadAttention, QKProjection
-from fairseq_local.attention.config import AttentionConfig
-from fairseq_local.attention.layout import parse_layout
+from fairseq_local.attention.config import AttentionConfig, attention_options
 from fairseq_local.attention.masks import parse_mask
 
 D, H = 16, 4
@@ -144,7 +143,8 @@ def test_rejects_cross_attention_and_bad_arguments():
     with pytest.raises(ValueError, match="self-attention only"):
         attn(x, x.clone(), x)
     with pytest.raises(ValueError, match="mask_mode"):
-        LocalMultiheadAttention(AttentionConfig(mask_mode="mid"), D, parse_layout("[global*4]")[0],
-                                [QKProjection(D, DH) for _ in range(4)])
+        options = attention_options(AttentionConfig(attn_layout="[global*4]", mask_mode="mid"))
+        LocalMultiheadAttention(options, D, options.layout[0], [QKProjection(D, DH) for _ in range(4)])
     with pytest.raises(ValueError, match="Q/K groups"):
-        LocalMultiheadAttention(AttentionConfig(), D, parse_layout("[global*4]")[0], [QKProjection(D, DH)])
+        options = attention_options(AttentionConfig(attn_layout="[global*4]"))
+        LocalMultiheadAttention(options, D, options.layout[0], [QKProjection(D, DH)])

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from fairseq_local.attention.learned import DamMask
-from fairseq_local.attention.config import AttentionConfig, validate
+from fairseq_local.attention.config import AttentionConfig, attention_options, validate
 from fairseq_local.attention.learned import scale_grad
-from fairseq_local.cli.export import main as export_main
+from fairseq_local_cli.export import main as export_main
 from fairseq_local.errors import OptionError
 from fairseq_local.models import build_roberta
 
@@ -152,5 +152,5 @@ def test_model_option_reaches_the_masks_and_leaves_the_model_and_export_unchange
 @pytest.mark.parametrize("scale", [0.0, -2.0])
 def test_bad_option_is_a_one_line_error(scale):
     with pytest.raises(OptionError, match=f"^--dam-lr-scale must be > 0, not {scale}$"):
-        validate(AttentionConfig(dam_lr_scale=scale))
-    validate(AttentionConfig(dam_lr_scale=30.0))
+        validate(attention_options(AttentionConfig(dam_lr_scale=scale), 1, 1))
+    validate(attention_options(AttentionConfig(dam_lr_scale=30.0), 1, 1))

@@ -10,7 +10,7 @@ import torch
 
 import fairseq_local  # noqa: F401  (registers kinds, archs and criteria)
 from helpers import make_attention
-from fairseq_local.attention.config import AttentionConfig
+from fairseq_local.attention.config import AttentionConfig, attention_options
 from fairseq_local.attention.context import attention_context
 from fairseq_local.attention.learned import DamMask
 from fairseq_local.attention.penalties import sparsity_terms
@@ -100,5 +100,5 @@ def test_density_convention_is_unchanged():
                           dam_estimator="soft", dam_no_noise=True, max_len=20, std=0).train()
     with attention_context(records=True) as ctx:
         attn(torch.randn(5, 2, D))
-    terms = sparsity_terms(AttentionConfig(dam_l1="density"), [attn], ctx.records)
+    terms = sparsity_terms(attention_options(AttentionConfig(dam_l1="density"), 1, 2), [attn], ctx.records)
     assert float(terms.penalties["dam"]) == pytest.approx(sigmoid(0.4), rel=1e-6)  # mean of ‖M‖₁/N² = P

@@ -95,7 +95,7 @@ def test_a_huge_or_misordered_layout_on_the_command_line_is_one_line(tmp_path, c
 
 def test_embedding_size_not_a_multiple_of_the_heads_is_an_option_error():
     from fairseq_local.attention.build import AttentionBuilder
-    from fairseq_local.attention.config import AttentionConfig
+    from fairseq_local.attention.config import AttentionConfig, attention_options
 
     with pytest.raises(OptionError, match="embedding size 30 is not a multiple of the 4 attention heads"):
-        AttentionBuilder(AttentionConfig(attn_layout="[global*4]"), 30, 1, 4, max_positions=16)
+        AttentionBuilder(attention_options(AttentionConfig(attn_layout="[global*4]")), 30, 1, 4, max_positions=16)

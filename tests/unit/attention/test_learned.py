@@ -311,14 +311,14 @@ def test_voita_gate_setting_is_the_default_of_the_gate_arch():
     alphas = torch.cat([g.log_alpha.detach() for g in gates])
     assert alphas.abs().max() <= bound and alphas.abs().max() > 0.8 * bound and alphas.std() > 0.2
     assert all(g.beta == 0.33 for g in gates)
-    assert enc.attention_cfg.gate_penalty == "layer-mean"
+    assert enc.attention_options.gate_penalty == "layer-mean"
     # The classic setting, and single options over the preset.
     louizos = build_encoder("transformer_head_gates", dict(SMALL, gate_preset="louizos"))
     assert louizos.attention_modules()[0].gates.beta == pytest.approx(2 / 3)
     assert torch.equal(louizos.attention_modules()[0].gates.log_alpha.detach(), torch.full((8,), 3.0))
-    assert louizos.attention_cfg.gate_penalty == "sum"
+    assert louizos.attention_options.gate_penalty == "sum"
     mixed = build_encoder("transformer_head_gates", dict(SMALL, gate_beta=0.5, gate_init="1.5"))
-    assert mixed.attention_modules()[0].gates.beta == 0.5 and mixed.attention_cfg.gate_penalty == "layer-mean"
+    assert mixed.attention_modules()[0].gates.beta == 0.5 and mixed.attention_options.gate_penalty == "layer-mean"
     assert torch.equal(mixed.attention_modules()[0].gates.log_alpha.detach(), torch.full((8,), 1.5))
 
 

@@ -94,9 +94,9 @@ if __name__ == "__main__":  # plain fairseq-train, with the kind registered
     sys.exit(cli_main())
 unregister_learned_kind("lband")  # in the test session, registered while this file's tests run (below)
 
-from fairseq_local.attention.layout import parse_layout  # noqa: E402
+from fairseq_local.attention.config import attention_options  # noqa: E402
 from fairseq_local.attention import export as export_masks  # noqa: E402
-from fairseq_local.cli import export as export_cli  # noqa: E402
+from fairseq_local_cli import export as export_cli  # noqa: E402
 from fairseq_local.models.transformer import local_encoder  # noqa: E402
 from helpers import ENV, ROOT, TINY, USER_DIR  # noqa: E402
 from helpers.precision import PenaltySpy, fp16_optimizer_training, one_thread, setup  # noqa: E402,F401
@@ -192,14 +192,14 @@ def test_exports_as_a_fixed_band(tmp_path):
     with torch.no_grad():
         for attn in local_encoder(model).attention_modules():
             attn.learned["lband"].theta.copy_(torch.tensor([-9.0, 0.0, 0.5, 9.0]))  # w = 0.0005, 2, 2.49, 3.9995
-    cfg = {"attn_layout": LAYOUT}
-    masks = export_masks.learned_masks(cfg, model.state_dict())
+    options = attention_options({"attn_layout": LAYOUT})
+    masks = export_masks.learned_masks(options, model.state_dict())
     assert sorted(masks) == [(l, h) for l in range(6) for h in range(4)]
     entries = export_masks.export(masks, 8, None)
     d = (torch.arange(8)[:, None] - torch.arange(8)[None]).abs()
     for h, w in enumerate((0, 2, 2, 3)):
         assert torch.equal(entries[f"3.{h}"]["matrix"], d <= w), h
-    layout = export_masks.stage2_layout(parse_layout(LAYOUT), masks)
+    layout = export_masks.stage2_layout(options.layout, masks)
     assert layout == "[file*4,band-1,global*3]*6"
 
 

@@ -18,7 +18,7 @@ from fairseq_local.attention.masks import (
     parse_mask,
     real_positions,
 )
-from fairseq_local.cli.sparsity import main, sparsity
+from fairseq_local_cli.sparsity import main, sparsity
 
 
 def dense(token: str, n: int) -> torch.Tensor:

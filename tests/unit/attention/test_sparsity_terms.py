@@ -7,7 +7,7 @@ import torch
 import fairseq_local  # noqa: F401
 from helpers import make_attention, padding_mask
 from fairseq_local.models import build_encoder
-from fairseq_local.attention.config import AttentionConfig
+from fairseq_local.attention.config import AttentionConfig, attention_options
 from fairseq_local.attention.context import attention_context, current
 from fairseq_local.attention.penalties import sparsity_terms
 
@@ -51,7 +51,7 @@ def test_eq9_and_the_footnote_for_local_2():
     x, pad = torch.randn(12, 4, D), padding_mask(lengths, left_pad=True)
     with attention_context(records=True) as ctx:
         attn(x, key_padding_mask=pad)
-    terms = sparsity_terms(AttentionConfig(), [attn], ctx.records)
+    terms = sparsity_terms(attention_options(AttentionConfig(), 1, 4), [attn], ctx.records)
     local2 = [1 - 5 / n + 6 / n**2 for n in lengths]  # Adaptive Axis Attention, footnote 5
     band1 = [1 - (3 * n - 2) / n**2 for n in lengths]
     assert float(terms.hinge_rho("aaa")) == pytest.approx(sum(local2) / 4, abs=1e-6)

@@ -10,7 +10,7 @@ from typing import Dict, Optional
 import pytest
 import torch
 
-from fairseq_local.cli.average import MARKER
+from fairseq_local_cli.average import MARKER
 from helpers.probes import bad_outputs, digest, one_line_error, run_command
 
 

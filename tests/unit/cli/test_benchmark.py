@@ -1,6 +1,6 @@
 """``fairseq-local benchmark``: each level's table at tiny settings (its rows,
 columns and numbers, never its speed), bad options, and the measuring helpers
-of :mod:`fairseq_local.cli.benchmark.timing`."""
+of :mod:`fairseq_local_cli.benchmark.timing`."""
 
 import os
 import re
@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from helpers import run
-from fairseq_local.cli.benchmark import timing as bench
-from fairseq_local.cli.benchmark import main
-from fairseq_local.cli.benchmark.kernels import KERNEL_CASES
+from fairseq_local_cli.benchmark import timing as bench
+from fairseq_local_cli.benchmark import main
+from fairseq_local_cli.benchmark.kernels import KERNEL_CASES
 
 COMMON = ["--repeats", "2", "--warmup", "1", "--threads", "1", "--quiet"]
 KERNELS = ["kernels", "--lengths", "5", "16", "--heads", "2", "--head-dim", "4", "--min-time", "0", *COMMON]
@@ -77,7 +77,7 @@ def test_kernels_table(capsys):
 @pytest.mark.slow  # starts a process
 def test_kernels_other_impls_and_failing_paths(capsys, monkeypatch):
     """A path that fails is shown as '-' with its reason, the others measured."""
-    import fairseq_local.cli.benchmark.kernels as kernels
+    import fairseq_local_cli.benchmark.kernels as kernels
 
     built = kernels._attention
 
@@ -290,7 +290,7 @@ def test_markdown_table_and_formats():
 def test_console_script_python_m_and_the_script_run_the_same_command():
     argv = ["kernels", "--cases", "band2-pre", "--lengths", "4", "--heads", "2", "--head-dim", "4", "--min-time", "0",
             "--repeats", "1", "--threads", "1"]
-    for cmd in (["fairseq-local", "benchmark"], [sys.executable, "-m", "fairseq_local.cli.benchmark"],
+    for cmd in (["fairseq-local", "benchmark"], [sys.executable, "-m", "fairseq_local_cli.benchmark"],
                 [sys.executable, "scripts/benchmark.py"]):
         r = run([*cmd, *argv])
         [(header, rows)] = tables(r.stdout)

@@ -5,7 +5,7 @@ demo scripts."""
 
 import pytest
 
-from fairseq_local.cli.benchmark.models import SIZE_TEXT, SIZES
+from fairseq_local_cli.benchmark.models import SIZE_TEXT, SIZES
 from fairseq_local.models.presets import PRESETS
 from helpers import TINY, run
 from helpers.probes import one_line_error, run_command

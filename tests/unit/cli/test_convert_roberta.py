@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from helpers import USER_DIR, run
-from fairseq_local.cli.convert_roberta import main
+from fairseq_local_cli.convert_roberta import main
 from fairseq_local.models.convert import convert_state, normalise_stock_state
 from fairseq_local.models.roberta import build_roberta
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from fairseq_local.attention.export import end_entries, export, prune_by_p
-from fairseq_local.cli.export import main
+from fairseq_local_cli.export import main
 from fairseq_local.attention.learned import DamMask
 
 N = 12

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from fairseq_local.cli import glue as cli
+from fairseq_local_cli import glue as cli
 from fairseq_local_data import glue, glue_fake
 from helpers import run
 

@@ -201,7 +201,7 @@ def test_tokenisers(tmp_path, capsys):
 
 @pytest.mark.slow  # starts a process
 def test_machine(capsys):
-    from fairseq_local.cli.benchmark.timing import machine
+    from fairseq_local_cli.benchmark.timing import machine
 
     status, out, _ = inspect(capsys, "--machine", "--field", "cuda", "--field", "torch", "--field", "machine")
     cuda = torch.cuda.is_available()

@@ -13,8 +13,8 @@ import warnings
 import pytest
 
 from helpers import run
-from fairseq_local.cli.common import COMMANDS
-from fairseq_local.cli.main import main
+from fairseq_local_cli.common import COMMANDS
+from fairseq_local_cli.main import main
 from fairseq_local.errors import InputError
 from fairseq_local_data.glue import GlueError
 
@@ -38,6 +38,7 @@ OPTIONS = {
     "benchmark": ["LEVEL [LEVEL ...]", "--repeats R", "--threads N", "--markdown FILE", "--lengths N [N ...]",
                   "--impls IMPL [IMPL ...]", "--max-memory GIB", "--nmt-sizes [SIZE ...]", "--roberta-lengths [N ...]",
                   "--gen-len N"],
+    "check-resume": ["CKPT", "FAIRSEQ_TRAIN_ARGS"],
 }
 PAPERS = ("Pande et al.", "SparseBERT", "Voita et al. 2019", "Wang et al.", "Vaswani et al. 2017",
           "Adaptive Axis Attention", "Pascual et al.")
@@ -68,7 +69,8 @@ def in_process_help(capsys, argv, module=None):
 
 def test_commands_are_the_documented_ones():
     assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "inspect", "average",
-                              "convert-roberta", "glue", "attention", "analyze", "prune-curve", "reproduce", "benchmark"]
+                              "convert-roberta", "glue", "attention", "analyze", "prune-curve", "reproduce", "benchmark",
+                              "check-resume"]
     assert set(OPTIONS) == set(COMMANDS)
 
 
@@ -85,11 +87,11 @@ def test_help_lists_every_command():
 def test_help_imports_no_command(monkeypatch, capsys):
     """--help lists the commands without importing their modules."""
     for name in list(sys.modules):
-        if name.startswith("fairseq_local.cli.") and name not in ("fairseq_local.cli.main", "fairseq_local.cli.common"):
+        if name.startswith("fairseq_local_cli.") and name not in ("fairseq_local_cli.main", "fairseq_local_cli.common"):
             monkeypatch.delitem(sys.modules, name)
     assert main(["--help"]) == 0 and "commands:" in capsys.readouterr().out
-    assert not [m for m in sys.modules if m.startswith("fairseq_local.cli.")
-                and m not in ("fairseq_local.cli.main", "fairseq_local.cli.common")]
+    assert not [m for m in sys.modules if m.startswith("fairseq_local_cli.")
+                and m not in ("fairseq_local_cli.main", "fairseq_local_cli.common")]
 
 
 @pytest.mark.parametrize("command", list(COMMANDS))
@@ -106,8 +108,8 @@ def test_command_help(command, capsys):
     # argparse help, not a dump of the module's docstring or source
     for text in ("``", ":mod:", "def ", "import ", '"""', "seed 00", "python -m"):
         assert text not in out, text
-    # python -m fairseq_local.cli.COMMAND: the same parser
-    status, out_m = in_process_help(capsys, ["--help"], module=f"fairseq_local.cli.{COMMANDS[command][0]}")
+    # python -m fairseq_local_cli.COMMAND: the same parser
+    status, out_m = in_process_help(capsys, ["--help"], module=f"fairseq_local_cli.{COMMANDS[command][0]}")
     assert status == 0 and out_m == out
 
 
@@ -116,7 +118,7 @@ def test_console_script_and_python_m_run_the_same_parser(capsys):
     _, expected = in_process_help(capsys, ["export", "--help"])
     assert run(["fairseq-local", "export", "--help"]).stdout == expected
     _, expected = in_process_help(capsys, ["gates", "--help"])
-    assert run([sys.executable, "-m", "fairseq_local.cli.gates", "--help"]).stdout == expected
+    assert run([sys.executable, "-m", "fairseq_local_cli.gates", "--help"]).stdout == expected
 
 
 @pytest.mark.slow
@@ -125,7 +127,8 @@ def test_unknown_command_is_one_line():
     assert r.returncode == 2 and r.stdout == ""
     assert error_lines(r.stderr) == [
         "error: unknown command 'frobnicate' (commands: configs, sparsity, export, gates, results, tables, "
-        "inspect, average, convert-roberta, glue, attention, analyze, prune-curve, reproduce, benchmark; see fairseq-local --help)"]
+        "inspect, average, convert-roberta, glue, attention, analyze, prune-curve, reproduce, benchmark, check-resume; "
+        "see fairseq-local --help)"]
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -170,18 +173,18 @@ def test_a_commands_one_line_errors_exit_1(exc, line, monkeypatch, capsys):
     if line is None:
         exc.__cause__, line = InputError("'x.pt' is a mask file, not a fairseq checkpoint"), \
             "error: 'x.pt' is a mask file, not a fairseq checkpoint\n"
-    monkeypatch.setattr(importlib.import_module("fairseq_local.cli.configs"), "main", raising(exc))
+    monkeypatch.setattr(importlib.import_module("fairseq_local_cli.configs"), "main", raising(exc))
     assert main(["configs"]) == 1
     assert capsys.readouterr() == ("", line)
 
 
 def test_a_commands_other_errors_are_not_hidden(monkeypatch):
-    monkeypatch.setattr(importlib.import_module("fairseq_local.cli.configs"), "main", raising(ValueError("a bug")))
+    monkeypatch.setattr(importlib.import_module("fairseq_local_cli.configs"), "main", raising(ValueError("a bug")))
     with pytest.raises(ValueError, match="a bug"):
         main(["configs"])
     wrapped = RuntimeError("a real error")
     wrapped.__cause__ = InputError("bad input")  # only fairseq's bare Exception is looked behind
-    monkeypatch.setattr(importlib.import_module("fairseq_local.cli.configs"), "main", raising(wrapped))
+    monkeypatch.setattr(importlib.import_module("fairseq_local_cli.configs"), "main", raising(wrapped))
     with pytest.raises(RuntimeError, match="a real error"):
         main(["configs"])
 

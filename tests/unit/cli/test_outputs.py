@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from fairseq_local import outputs
-from fairseq_local.cli.average import is_average
+from fairseq_local_cli.average import is_average
 from fairseq_local.attention.masks import MASK_FILE_FORMAT
 
 CALLS = []

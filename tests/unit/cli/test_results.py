@@ -1,6 +1,6 @@
 """``fairseq-local results``: the closing comparison with Pande et al.'s claim."""
 
-from fairseq_local.cli.results import claim
+from fairseq_local_cli.results import claim
 
 
 def rows(**bleu):

@@ -11,7 +11,7 @@ import fairseq_local  # noqa: F401
 from fairseq import metrics
 from helpers import make_attention, padding_mask
 from helpers.criteria import translation_setup
-from fairseq_local.attention.config import AttentionConfig
+from fairseq_local.attention.config import AttentionConfig, attention_options
 from fairseq_local.attention.context import attention_context
 from fairseq_local.attention.penalties import sparsity_terms
 from fairseq_local.criteria import LabelSmoothedCrossEntropyWithSparsity, SparsityLoss, SparsityLossConfig
@@ -27,7 +27,7 @@ def layer_terms(attn, seed: int = 0):
     x, pad = torch.randn(max(LENGTHS), len(LENGTHS), D), padding_mask(LENGTHS, left_pad=True)
     with attention_context(records=True) as ctx:
         attn(x, key_padding_mask=pad)
-    return sparsity_terms(AttentionConfig(), [attn], ctx.records)
+    return sparsity_terms(attention_options(AttentionConfig(), 1, len(HEADS)), [attn], ctx.records)
 
 
 def set_masks(attn) -> None:

@@ -55,7 +55,7 @@ def files(folder: Path) -> dict:
 
 @pytest.mark.slow  # starts a process
 def test_the_blocker_refuses_fairseq_and_the_plugin():
-    for module in ("fairseq_local.cli.main", "fairseq_cli.preprocess"):
+    for module in ("fairseq_local_cli.main", "fairseq_cli.preprocess"):
         r = blocked(module, "--help", check=False)
         assert r.returncode == 1 and "is blocked: the data tools run without it" in r.stderr, r.stderr[-2000:]
 

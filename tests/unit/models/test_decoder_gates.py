@@ -14,7 +14,7 @@ from fairseq.sequence_generator import SequenceGenerator
 from fairseq.tasks.translation import TranslationTask
 
 from fairseq_local.attention.gates import parse_decoder_gates
-from fairseq_local.cli.gates import gate_table, summary
+from fairseq_local_cli.gates import gate_table, summary
 from fairseq_local.errors import OptionError
 from fairseq_local.models import LocalTransformerModel
 from fairseq_local.models.decoder import GatedTransformerDecoder, remove_heads
@@ -63,7 +63,7 @@ def test_l0_term_counts_decoder_layers(one_thread):  # noqa: F811
     gates = [m.gates for m in model.encoder.attention_modules()] + model.decoder.head_gates()
     assert len(gates) == 6 + 4
     expected = sum(g.l0().sum() for g in gates)
-    if model.encoder.attention_cfg.gate_penalty == "layer-mean":
+    if model.encoder.attention_options.gate_penalty == "layer-mean":
         expected = expected / len(gates)
     torch.testing.assert_close(terms.gate, expected)
 

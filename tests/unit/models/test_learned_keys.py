@@ -5,6 +5,7 @@ export as before."""
 
 import torch
 
+from fairseq_local.attention.config import attention_options
 from fairseq_local.attention.export import export, learned_masks
 from helpers.precision import setup
 
@@ -34,8 +35,8 @@ def test_a_legacy_checkpoint_exports_the_same_masks():
         for p in model.parameters():
             if p.dim() == 1 and p.numel() > 8:  # the DAM α
                 p.normal_()
-    state, cfg = model.state_dict(), {"attn_layout": LAYOUT}
-    new, old = export(learned_masks(cfg, state), 10, None), export(learned_masks(cfg, legacy(state)), 10, None)
+    state, options = model.state_dict(), attention_options({"attn_layout": LAYOUT})
+    new, old = export(learned_masks(options, state), 10, None), export(learned_masks(options, legacy(state)), 10, None)
     assert sorted(new) == sorted(old) == [f"{l}.{h}" for l in range(6) for h in (0, 2)]
     assert all(torch.equal(new[k]["matrix"], old[k]["matrix"]) for k in new)
     assert {e["kind"] for e in new.values()} == {"dam-s", "dam-u"} and any(not e["matrix"].all() for e in new.values())

@@ -151,8 +151,8 @@ def test_unused_penalty_weights_warn_once(tiny_data, tmp_path):
 
 @pytest.mark.slow
 def test_resume_check_command(tiny_data, all6_run):
-    """python -m fairseq_local.cli.check_resume, the scripts' check before they write."""
-    cmd = [sys.executable, "-m", "fairseq_local.cli.check_resume", str(all6_run / "checkpoint_last.pt"),
+    """python -m fairseq_local_cli.check_resume, the scripts' check before they write."""
+    cmd = [sys.executable, "-m", "fairseq_local_cli.check_resume", str(all6_run / "checkpoint_last.pt"),
            str(tiny_data), "--user-dir", USER_DIR, "--arch", "transformer_local_baseline",
            "--save-dir", str(all6_run)]
     r = subprocess.run(cmd, cwd=ROOT, env=ENV, capture_output=True, text=True)

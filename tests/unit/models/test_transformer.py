@@ -172,7 +172,7 @@ def test_stock_transformer_unchanged_by_plugin():
 
 @pytest.mark.slow
 def test_configs_command_prints_every_config_and_count():
-    r = subprocess.run([sys.executable, "-m", "fairseq_local.cli.configs"], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "fairseq_local_cli.configs"], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]
     lines = {line.split()[0]: line for line in r.stdout.splitlines() if line.startswith("(")}
     assert len(lines) == 12

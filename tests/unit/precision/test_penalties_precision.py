@@ -22,7 +22,7 @@ import torch
 from helpers import make_attention, padding_mask
 from fairseq_local.models import build_encoder
 from fairseq_local.attention.learned import DamMask
-from fairseq_local.attention.config import AttentionConfig
+from fairseq_local.attention.config import AttentionConfig, attention_options
 from fairseq_local.attention.context import attention_context
 from fairseq_local.attention.penalties import sparsity_terms
 from helpers.precision import nmt_setup
@@ -106,7 +106,7 @@ def test_pair_counts_of_400_token_sentences_under_autocast(dtype):
         attn(x, key_padding_mask=pad)
     records = ctx.records
     (rec,) = records
-    cfg = AttentionConfig(dam_l1="density")
+    cfg = attention_options(AttentionConfig(dam_l1="density"), 1, attn.num_heads)
     kept32 = rec.kept(rec.real())
     terms32 = sparsity_terms(cfg, [attn], records)
     assert float(kept32.max()) > 65504  # beyond fp16's range

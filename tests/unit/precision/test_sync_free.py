@@ -37,8 +37,7 @@ from torch.utils._pytree import tree_flatten
 from helpers import padding_mask
 
 from fairseq_local.attention.build import AttentionBuilder
-from fairseq_local.attention.layout import parse_layout
-from fairseq_local.attention.config import AttentionConfig
+from fairseq_local.attention.config import AttentionConfig, attention_options
 from fairseq_local.attention.context import attention_context
 from fairseq_local.attention.penalties import sparsity_terms
 
@@ -60,8 +59,8 @@ LAYERS = {
 
 def layers(heads: str, mode: str, impl: str, dam_l1: str = "density"):
     """Two layers of ``[heads]`` (head size 4), built as the encoder builds them."""
-    cfg = AttentionConfig(attn_layout=f"[{heads}]*2", mask_mode=mode, attn_impl=impl, dam_l1=dam_l1)
-    H = len(parse_layout(f"[{heads}]")[0].heads)
+    cfg = attention_options(AttentionConfig(attn_layout=f"[{heads}]*2", mask_mode=mode, attn_impl=impl, dam_l1=dam_l1))
+    H = len(cfg.layout[0].heads)
     build = AttentionBuilder(cfg, 4 * H, 2, H, max_positions=32)
     torch.manual_seed(0)
     return cfg, [build(i) for i in range(2)], 4 * H

@@ -7,12 +7,12 @@ import json
 import pytest
 import torch
 
-from fairseq_local.reproduce import aaa, pande
-from fairseq_local.reproduce import aaa_report as rep
-from fairseq_local.reproduce.numbers_aaa import AAA_FINDINGS, AAA_TABLE4, AAA_TASKS
-from fairseq_local.reproduce.plan import BUDGETS, dependencies, estimate
-from fairseq_local.reproduce.report import read_findings
-from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
+from fairseq_local_reproduce import aaa, pande
+from fairseq_local_reproduce import aaa_report as rep
+from fairseq_local_reproduce.numbers_aaa import AAA_FINDINGS, AAA_TABLE4, AAA_TASKS
+from fairseq_local_reproduce.plan import BUDGETS, dependencies, estimate
+from fairseq_local_reproduce.report import read_findings
+from fairseq_local_reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 
 def _flag(cmd, name):
@@ -74,7 +74,7 @@ def test_budgets_and_tasks(tmp_path):
 
 
 def test_data_steps_are_shared(tmp_path):
-    from fairseq_local.reproduce import sparsebert
+    from fairseq_local_reproduce import sparsebert
 
     for scale, other in (("tiny", pande), ("small", pande), ("paper", sparsebert)):
         mine = {st.id: st.cmd for st in aaa.build(scale, tmp_path).steps if st.id.startswith("data-")}
@@ -126,7 +126,7 @@ def test_layouts_are_the_papers_patterns(tmp_path):
 
 
 def test_targets_of_eq10(tmp_path):
-    from fairseq_local.cli.sparsity import sparsity
+    from fairseq_local_cli.sparsity import sparsity
 
     rows = aaa.rows(aaa.SCALES["tiny"])
     t = aaa.target("tiny", rows["aaa-l2g2"], "MNLI")
@@ -138,7 +138,7 @@ def test_targets_of_eq10(tmp_path):
 
 
 def test_fixed_diagonal_comes_from_the_other_task(tmp_path):
-    from fairseq_local.cli import export
+    from fairseq_local_cli import export
 
     plan = aaa.build("tiny", tmp_path)
     needs = dependencies(plan.steps)
@@ -212,7 +212,7 @@ def write_runs(plan, scores=SCORES, rho=RHO, predictions=True, train_rho=None) -
 
 @pytest.fixture
 def runs(tmp_path, monkeypatch):
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = aaa.build("tiny", tmp_path)
@@ -278,7 +278,7 @@ def test_findings_on_fixture_values(runs):
 
 def test_w8_is_decided_on_the_dev_rho_not_the_training_rho(tmp_path, monkeypatch):
     """Training ρ on target, dev ρ 5 points sparser than training: W8 is not reproduced."""
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = aaa.build("tiny", tmp_path)
@@ -291,7 +291,7 @@ def test_w8_is_decided_on_the_dev_rho_not_the_training_rho(tmp_path, monkeypatch
 
 
 def test_without_predictions_one_run_against_three_seeds_takes_a_prediction_interval(tmp_path, monkeypatch):
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = aaa.build("tiny", tmp_path)
@@ -306,7 +306,7 @@ def test_without_predictions_one_run_against_three_seeds_takes_a_prediction_inte
 def test_paired_bootstrap_is_stratified_and_paired():
     import numpy as np
 
-    from fairseq_local.reproduce.aaa_examples import paired_bootstrap, task_metric
+    from fairseq_local_reproduce.aaa_examples import paired_bootstrap, task_metric
 
     gold = np.array(["0", "1"] * 50)
     right, wrong = gold.copy(), gold.copy()
@@ -319,7 +319,7 @@ def test_paired_bootstrap_is_stratified_and_paired():
 
 def test_rho_at_128_of_fixed_and_exported_patterns(tmp_path):
     from fairseq_local.attention.masks.file import write_mask_file
-    from fairseq_local.cli.sparsity import sparsity
+    from fairseq_local_cli.sparsity import sparsity
 
     plan = aaa.build("tiny", tmp_path)
     r = rep.Runs(plan, aaa.SCALES["tiny"])
@@ -336,7 +336,7 @@ def test_rho_at_128_of_fixed_and_exported_patterns(tmp_path):
 
 
 def test_report_writes_without_runs(tmp_path, monkeypatch):
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = aaa.build("tiny", tmp_path)

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_local.reproduce import hta, pande
-from fairseq_local.reproduce import hta_report as rep
-from fairseq_local.reproduce.plan import BUDGETS, dependencies, estimate
-from fairseq_local.reproduce import hta_findings as fin
-from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
+from fairseq_local_reproduce import hta, pande
+from fairseq_local_reproduce import hta_report as rep
+from fairseq_local_reproduce.plan import BUDGETS, dependencies, estimate
+from fairseq_local_reproduce import hta_findings as fin
+from fairseq_local_reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 
 def _flag(cmd, name):
@@ -232,7 +232,7 @@ def _write(path: Path, obj) -> None:
 
 
 def test_report_from_finished_steps(tmp_path, monkeypatch):
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = hta.build("tiny", tmp_path)
@@ -277,7 +277,7 @@ def test_report_figures_name_the_model_and_scale_and_count_layers_from_1(tmp_pat
 
 
 def test_report_with_nothing_finished(tmp_path, monkeypatch):
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     for scale in ("tiny", "paper"):

@@ -6,7 +6,7 @@ import inspect
 
 import pytest
 
-from fairseq_local.reproduce import hta, models, pande, voita
+from fairseq_local_reproduce import hta, models, pande, voita
 
 PLANS = (pande, voita, hta)
 
@@ -101,8 +101,8 @@ def test_the_plateau_check(tmp_path):
 def test_every_plan_and_all_within_their_budgets(tmp_path, scale):
     """Each plan's estimate (two steps at a time) and ``all``'s, the shared
     steps once, against plan.BUDGETS; the shared models are counted once."""
-    from fairseq_local.reproduce import PAPERS, paper_module
-    from fairseq_local.reproduce.plan import BUDGETS, estimate, schedule
+    from fairseq_local_reproduce import PAPERS, paper_module
+    from fairseq_local_reproduce.plan import BUDGETS, estimate, schedule
 
     steps = {}
     for paper in PAPERS:

@@ -8,9 +8,9 @@ import random
 import numpy as np
 import pytest
 
-from fairseq_local.reproduce import pande_findings as pf
-from fairseq_local.reproduce.pande_findings import Arm
-from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
+from fairseq_local_reproduce import pande_findings as pf
+from fairseq_local_reproduce.pande_findings import Arm
+from fairseq_local_reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 WORDS = [f"w{k}" for k in range(60)]
 

@@ -5,8 +5,8 @@ predictions' reader."""
 
 import json
 
-from fairseq_local.reproduce import pande_parse as pp
-from fairseq_local.reproduce.pande_predict import correct
+from fairseq_local_reproduce import pande_parse as pp
+from fairseq_local_reproduce.pande_predict import correct
 from fairseq_local_data import glue_fake
 from fairseq_local_data.syntax import read_conllu
 

@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairseq_local.reproduce import pande
-from fairseq_local.reproduce import pande_analysis as pa
-from fairseq_local.reproduce import pande_report as rep
-from fairseq_local.reproduce.report import Values
-from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
+from fairseq_local_reproduce import pande
+from fairseq_local_reproduce import pande_analysis as pa
+from fairseq_local_reproduce import pande_report as rep
+from fairseq_local_reproduce.report import Values
+from fairseq_local_reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 
 def _write(path: Path, obj) -> None:
@@ -50,7 +50,7 @@ def _sensitivity(n=30, seed=0):
 
 @pytest.fixture
 def runs(tmp_path, monkeypatch):
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = pande.build("tiny", tmp_path)
@@ -99,7 +99,7 @@ def test_analysis_findings(runs):
 
 
 def test_p4_counts_models_with_their_intervals():
-    from fairseq_local.reproduce.verdicts import Clause, Estimate
+    from fairseq_local_reproduce.verdicts import Clause, Estimate
 
     def c(v):
         return Clause(v, "x", Estimate(0.3, 0.2, 0.4, "b"))
@@ -166,7 +166,7 @@ def test_paper_report_names_the_parser(tmp_path):
 
 
 def test_figures_name_model_and_scale_and_number_layers_from_1(runs, monkeypatch):
-    from fairseq_local.reproduce import pande_figures
+    from fairseq_local_reproduce import pande_figures
 
     figs = []
     monkeypatch.setattr(pande_figures, "save", lambda fig, path: figs.append(fig) or Path(path))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from fairseq_local.reproduce import pande
-from fairseq_local.reproduce.pande_parse import PARSER, PARSER_VERSION
-from fairseq_local.reproduce.plan import ROOT, dependencies
+from fairseq_local_reproduce import pande
+from fairseq_local_reproduce.pande_parse import PARSER, PARSER_VERSION
+from fairseq_local_reproduce.plan import ROOT, dependencies
 
 
 def _opt(cmd, flag):
@@ -52,8 +52,8 @@ def test_paper_scale_parses_the_test_sentences_with_a_named_parser(tmp_path):
     assert PARSER == "stanza" and PARSER_VERSION.count(".") == 2
     for name in (*pande.TASKS, "newstest2014"):
         parse = _step(plan, f"pande/parse/{name}")
-        assert parse.cmd[:3] == ("python", "-m", "fairseq_local.reproduce.pande_parse")
-        assert (ROOT / "fairseq_local" / "reproduce" / "pande_parse.py").is_file()
+        assert parse.cmd[:3] == ("python", "-m", "fairseq_local_reproduce.pande_parse")
+        assert (ROOT / "fairseq_local_reproduce" / "pande_parse.py").is_file()
         assert f"{PARSER} {PARSER_VERSION}" in parse.what and _opt(parse.cmd, "--sentences") == "1000"
         what = "nmt" if name == "newstest2014" else f"bert-{name}"
         sens = _step(plan, f"pande/analysis/{what}/sensitivity")

@@ -2,8 +2,8 @@
 before any runs, run in turn, and RUNS/summary.md with each report's count
 of findings."""
 
-from fairseq_local.cli import reproduce as cli
-from fairseq_local.reproduce import PAPERS, paper_module
+from fairseq_local_cli import reproduce as cli
+from fairseq_local_reproduce import PAPERS, paper_module
 
 
 def test_dry_run_prints_every_papers_real_plan(tmp_path, capsys):
@@ -18,7 +18,7 @@ def test_dry_run_prints_every_papers_real_plan(tmp_path, capsys):
 
 
 def test_all_runs_each_plan_then_writes_the_summary(tmp_path, monkeypatch, capsys):
-    from fairseq_local.reproduce import plan as plan_module
+    from fairseq_local_reproduce import plan as plan_module
 
     ran = []
     monkeypatch.setattr(plan_module, "run_plan", lambda plan, jobs: ran.append((plan.paper, jobs)))
@@ -43,7 +43,7 @@ def test_all_runs_each_plan_then_writes_the_summary(tmp_path, monkeypatch, capsy
 
 
 def test_a_foreign_summary_is_refused_before_anything_runs(tmp_path, monkeypatch, capsys):
-    from fairseq_local.reproduce import plan as plan_module
+    from fairseq_local_reproduce import plan as plan_module
 
     monkeypatch.setattr(plan_module, "run_plan", lambda plan, jobs: (_ for _ in ()).throw(AssertionError("ran")))
     runs = tmp_path / "r"
@@ -59,7 +59,7 @@ def test_a_foreign_summary_is_refused_before_anything_runs(tmp_path, monkeypatch
 
 
 def test_the_summary_lists_every_finding_with_its_verdict_and_interval(tmp_path):
-    from fairseq_local.reproduce.report import (CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED, Finding,
+    from fairseq_local_reproduce.report import (CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED, Finding,
                                                 findings_section, read_findings)
 
     found = [Finding("V1", "Heads that matter are confident (§4).", REPRODUCED, "ρ +0.43",
@@ -108,7 +108,7 @@ def test_device_is_a_choice_of_the_command(capsys, tmp_path):
 
 
 def test_a_report_of_the_earlier_rule_is_marked_never_read_as_a_new_verdict():
-    from fairseq_local.reproduce.report import read_findings
+    from fairseq_local_reproduce.report import read_findings
 
     old = "- **P7** Local heads cost little. **reproduced**: BLEU − BLEU(a): (b) +1.70\n" \
           "- **P1** Locality first. **not reproduced**: no\n"

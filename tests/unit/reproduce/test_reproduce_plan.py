@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fairseq_local.errors import InputError
-from fairseq_local.reproduce import PAPERS, paper_module, pande
-from fairseq_local.reproduce.plan import (Plan, check_plan_file, dependencies, estimate, is_done, print_plan, run_plan,
+from fairseq_local_reproduce import PAPERS, paper_module, pande
+from fairseq_local_reproduce.plan import (Plan, check_plan_file, dependencies, estimate, is_done, print_plan, run_plan,
                                          schedule, step_timing, thread_env, ROOT)
 
 
@@ -111,7 +111,7 @@ def _fake_runner(monkeypatch, calls, fail=(), polls=0):
 
     _FakeProc.alive = _FakeProc.peak = 0
     monkeypatch.setattr(subprocess, "Popen", popen)
-    monkeypatch.setattr("fairseq_local.reproduce.plan.POLL_SECONDS", 0.0)
+    monkeypatch.setattr("fairseq_local_reproduce.plan.POLL_SECONDS", 0.0)
 
 
 def _plan(tmp_path, n=3, scale="tiny"):
@@ -187,7 +187,7 @@ def test_every_paper_has_a_module():
 
 @pytest.mark.slow
 def test_cli_dry_run_and_errors(tmp_path):
-    cmd = [sys.executable, "-m", "fairseq_local.cli.reproduce"]
+    cmd = [sys.executable, "-m", "fairseq_local_cli.reproduce"]
     r = subprocess.run(cmd + ["pande", "--scale", "paper", "--dry-run", "--runs", str(tmp_path)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
@@ -284,7 +284,7 @@ def test_table4_layouts_scale_to_the_reduced_model(tmp_path):
         assert pre.cmd[2] == "roberta_local_base"
         assert pre.cmd[pre.cmd.index("--attn-layout") + 1] == pande.table4_layout(arch)
         assert "--segment-embeddings" in pre.cmd  # BERT's (Table 4's rows); fine-tuning reads it from the checkpoint
-    from fairseq_local.reproduce import sparsebert  # a stock roberta_base is converted there: no segments
+    from fairseq_local_reproduce import sparsebert  # a stock roberta_base is converted there: no segments
     assert not any("--segment-embeddings" in st.cmd for st in sparsebert.build("tiny", tmp_path / "sb").steps)
 
 

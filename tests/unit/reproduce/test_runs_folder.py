@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from fairseq_local.cli import reproduce as cli
+from fairseq_local_cli import reproduce as cli
 from fairseq_local.errors import InputError
 from fairseq_local.locks import LOCK_NAME, folder_lock
-from fairseq_local.reproduce import plan as plan_mod
-from fairseq_local.reproduce.plan import ROOT, Plan, is_done, run_plan
+from fairseq_local_reproduce import plan as plan_mod
+from fairseq_local_reproduce.plan import ROOT, Plan, is_done, run_plan
 
 
 def test_a_second_job_in_one_folder_is_refused_naming_the_holder(tmp_path):
@@ -98,7 +98,7 @@ def test_sigterm_stops_the_running_step(tmp_path):
     script = textwrap.dedent(f"""
         from pathlib import Path
         from fairseq_local.errors import InputError
-        from fairseq_local.reproduce.plan import Plan, run_plan
+        from fairseq_local_reproduce.plan import Plan, run_plan
         plan = Plan("voita", "tiny", Path({str(tmp_path)!r}), (1,))
         plan.add("voita/sleep", "a long step", ["bash", "-c", "echo $$ > {tmp_path}/pid; exec sleep 60"], 1.0,
                  outputs=[{str(tmp_path / 'pid')!r}])

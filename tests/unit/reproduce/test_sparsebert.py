@@ -1,5 +1,5 @@
 """``reproduce sparsebert``: the plan at every scale, and the masks matched on
-the evaluated sentences (:mod:`~fairseq_local.reproduce.sparsebert_masks`).
+the evaluated sentences (:mod:`~fairseq_local_reproduce.sparsebert_masks`).
 The report is tested in ``test_sparsebert_report.py``."""
 
 from pathlib import Path
@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from fairseq_local.attention.learned import DamMask
-from fairseq_local.reproduce import pande, sparsebert as sb
-from fairseq_local.reproduce import sparsebert_masks as sm
-from fairseq_local.reproduce.numbers_sparsebert import (GLUE_COLUMNS, SPARSEBERT_FIG3, SPARSEBERT_FIG6,
+from fairseq_local_reproduce import pande, sparsebert as sb
+from fairseq_local_reproduce import sparsebert_masks as sm
+from fairseq_local_reproduce.numbers_sparsebert import (GLUE_COLUMNS, SPARSEBERT_FIG3, SPARSEBERT_FIG6,
                                                         SPARSEBERT_SETUP)
-from fairseq_local.reproduce.plan import BUDGETS, dependencies, estimate, print_plan
+from fairseq_local_reproduce.plan import BUDGETS, dependencies, estimate, print_plan
 
 
 def _steps(plan, prefix: str):
@@ -44,7 +44,7 @@ def test_every_experiment_is_planned(tmp_path, scale):
     few = {r for r, seeds in rows.items() if len(seeds) < 3} | ({"prune-85", "prune-95"} if scale == "paper"
                                                                  else set())
     assert {st.id.split("/")[2] for st in plan.steps if st.id.endswith("/predictions")} == few
-    assert all(st.cmd[:3] == ("python", "-m", "fairseq_local.reproduce.pande_predict")
+    assert all(st.cmd[:3] == ("python", "-m", "fairseq_local_reproduce.pande_predict")
                for st in plan.steps if st.id.endswith("/predictions"))
     for row in sb.fig3_rows(s):  # every two-stage run reads a mask an earlier step writes, with the file layout
         for st in _steps(plan, f"sparsebert/glue/{row}/s1/"):
@@ -164,8 +164,8 @@ def test_paper_plan_is_the_papers_settings(tmp_path, capsys):
 
 def test_fixed_rows_are_table3s_and_commands_parse(tmp_path):
     from fairseq_local.attention.layout import parse_layout
-    from fairseq_local.cli import convert_roberta
-    from fairseq_local.cli.sparsity import TABLE3
+    from fairseq_local_cli import convert_roberta
+    from fairseq_local_cli.sparsity import TABLE3
 
     assert {n: t for n, t in sb.FIXED.values()} == {n: t for n, t, _ in TABLE3}
     plan = sb.build("tiny", tmp_path)

@@ -12,13 +12,13 @@ import torch
 
 from fairseq_local.attention.learned import DamMask
 from fairseq_local.attention.masks import write_mask_file
-from fairseq_local.reproduce import sparsebert as sb
-from fairseq_local.reproduce import sparsebert_findings as sf
-from fairseq_local.reproduce import sparsebert_report as rep
-from fairseq_local.reproduce import sparsebert_runs as sr
-from fairseq_local.reproduce.pande import data_dirs
-from fairseq_local.reproduce.report import Values
-from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
+from fairseq_local_reproduce import sparsebert as sb
+from fairseq_local_reproduce import sparsebert_findings as sf
+from fairseq_local_reproduce import sparsebert_report as rep
+from fairseq_local_reproduce import sparsebert_runs as sr
+from fairseq_local_reproduce.pande import data_dirs
+from fairseq_local_reproduce.report import Values
+from fairseq_local_reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 from test_sparsebert import write_index
 
@@ -89,7 +89,7 @@ def runs(tmp_path):
             m[: pct - 10] = False
             sb.mask_path(plan, how, pct, "CoLA").parent.mkdir(parents=True, exist_ok=True)
             write_mask_file(sb.mask_path(plan, how, pct, "CoLA"), {"0.0": {"matrix": m.view(10, 10), "ends": True}})
-    from fairseq_local.reproduce import sparsebert_masks as sm
+    from fairseq_local_reproduce import sparsebert_masks as sm
 
     for row, kept in (("random-drop", sm.random_drop(sm.weights(LENGTHS), LENGTHS, 1)),
                       ("longformer", sm.longformer(LENGTHS, 2, 2, 1)), ("bigbird", sm.bigbird(LENGTHS, 1, 2, 2, 1))):
@@ -99,7 +99,7 @@ def runs(tmp_path):
 
 @pytest.fixture
 def report(runs, monkeypatch):
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     text = rep.write_report(runs).read_text()
@@ -238,7 +238,7 @@ def test_fig3_has_error_bars_and_names_model_and_scale(runs, monkeypatch):
     monkeypatch.setattr(figures, "save", lambda fig, path: made.append(fig) or Path(path))
     r = sr.gather(lambda row, k: sb.ft_dir(runs, row, k), sb.fig3_rows(sb.SCALES["tiny"]),
                   {row: (1, 2, 3) for row in sb.fig3_rows(sb.SCALES["tiny"])}, ["CoLA"])
-    from fairseq_local.reproduce.sparsebert_figures import fig3_png, model_name
+    from fairseq_local_reproduce.sparsebert_figures import fig3_png, model_name
 
     fig3_png(r.scores, r.rho, (30, 60, 90), ["CoLA"], f"Fig. 3: {model_name('tiny', (4, 4))}, tiny scale", runs.out)
     ax = made[0].axes[0]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from fairseq_local.reproduce import verdicts as v
-from fairseq_local.reproduce.report import decide
+from fairseq_local_reproduce import verdicts as v
+from fairseq_local_reproduce.report import decide
 
 
 def test_seed_interval_is_welchs_t_interval():

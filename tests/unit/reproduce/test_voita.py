@@ -10,13 +10,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fairseq_local.reproduce import pande, voita
-from fairseq_local.reproduce import voita_figures as figs
-from fairseq_local.reproduce import voita_findings as vf
-from fairseq_local.reproduce import voita_report as rep
-from fairseq_local.reproduce.plan import BUDGETS, dependencies, estimate
-from fairseq_local.reproduce.report import read_findings
-from fairseq_local.reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
+from fairseq_local_reproduce import pande, voita
+from fairseq_local_reproduce import voita_figures as figs
+from fairseq_local_reproduce import voita_findings as vf
+from fairseq_local_reproduce import voita_report as rep
+from fairseq_local_reproduce.plan import BUDGETS, dependencies, estimate
+from fairseq_local_reproduce.report import read_findings
+from fairseq_local_reproduce.verdicts import CONTRADICTED, INCONCLUSIVE, NOT_COMPARABLE, REPRODUCED
 
 
 def _flag(cmd, name):
@@ -281,7 +281,7 @@ def _write_run(folder: Path, hyps, refs):
 def test_report_from_finished_steps(tmp_path, monkeypatch):
     import sacrebleu
 
-    from fairseq_local.reproduce import environment
+    from fairseq_local_reproduce import environment
 
     monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
     plan = voita.build("tiny", tmp_path)

@@ -1,7 +1,0 @@
-"""``python -m fairseq_local.cli.benchmark ...``: the same as ``fairseq-local benchmark ...``."""
-
-import sys
-
-from ..main import main
-
-sys.exit(main(["benchmark", *sys.argv[1:]]))
