@@ -35,7 +35,8 @@ FLAGS = {"arch": "--arch", "attn_layout": "--attn-layout", "mask_mode": "--mask-
          "mask_neg": "--mask-neg", "dam_max_len": "--dam-max-len", "dam_per_layer": "--dam-per-layer",
          "dam_estimator": "--dam-estimator", "dam_no_noise": "--dam-no-noise", "gate_beta": "--gate-beta",
          "gate_gamma": "--gate-gamma", "gate_zeta": "--gate-zeta", "mask_file": "--mask-file (contents)",
-         "decoder_gates": "--decoder-gates", "segment_embeddings": "--segment-embeddings"}
+         "decoder_gates": "--decoder-gates", "segment_embeddings": "--segment-embeddings",
+         "layernorm_eps": "--layernorm-eps", "positions": "--positions"}
 
 
 def _getter(cfg: Any):
@@ -56,9 +57,9 @@ def _file_digest(path: Optional[str]) -> str:
 
 def model_signature(cfg: Any, options: Optional[AttentionOptions] = None) -> Dict[str, str]:
     """The options that define a model's encoder attention, as strings:
-    always the arch, layout (canonical) and mask mode; BERT's segment
-    embedding when on (``--segment-embeddings``); what each learned kind
-    adds (its options; DAM's mask length), C with learned masks, the
+    always the arch, layout (canonical) and mask mode; BERT's options when
+    set (``--segment-embeddings``, ``--layernorm-eps``, ``--positions``);
+    what each learned kind adds (its options; DAM's mask length), C with learned masks, the
     decoder's gated attention types (``--decoder-gates``), the hard-concrete
     constants with gated heads, and the mask file's digest with ``file`` heads.  ``cfg`` is a
     fairseq model config (namespace, omegaconf or dict) with arch defaults
@@ -68,6 +69,10 @@ def model_signature(cfg: Any, options: Optional[AttentionOptions] = None) -> Dic
     arch = str(get("arch", None) or get("_name", None) or "-")
     decoder_gates = ",".join(parse_decoder_gates(get("decoder_gates", None)))
     segments = {"segment_embeddings": "True"} if get("segment_embeddings", False) else {}
+    if get("layernorm_eps", None) is not None:  # BERT's options, named only when set (older signatures hold)
+        segments["layernorm_eps"] = repr(float(get("layernorm_eps", None)))
+    if (get("positions", None) or "fairseq") != "fairseq":
+        segments["positions"] = str(get("positions", None))
     if not get("attn_layout", None):
         return {"arch": arch, **({"decoder_gates": decoder_gates} if decoder_gates else {}), **segments}
     options = options if options is not None else attention_options(cfg)

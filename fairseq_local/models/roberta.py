@@ -31,6 +31,7 @@ from fairseq.models.roberta import (
     roberta_large_architecture,
 )
 from fairseq.models.transformer import TransformerConfig
+from fairseq.modules import LearnedPositionalEmbedding
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_hasattr
 
@@ -71,6 +72,22 @@ class SegmentEmbedding(nn.Embedding):
         return super().forward(tokens) + self.segments(segment_ids(tokens, self.eos))
 
 
+POSITIONS = ("fairseq", "absolute")
+
+
+class AbsolutePositionalEmbedding(LearnedPositionalEmbedding):
+    """BERT's positions (``--positions absolute``; Devlin et al. §3.2, as
+    Hugging Face's ``position_ids = arange(T)``): token t of every row is at
+    position t, padding or not, read from row ``padding_idx + 1 + t`` of
+    fairseq's table, so that right-padded input reads the rows that
+    fairseq's positions (which count only real tokens) read."""
+
+    def forward(self, input: torch.Tensor, incremental_state=None, positions=None) -> torch.Tensor:
+        """(B, T) token ids -> (B, T, C) position embeddings."""
+        index = torch.arange(input.size(1), device=input.device) + self.padding_idx + 1
+        return nn.functional.embedding(index, self.weight).unsqueeze(0).expand(input.size(0), -1, -1)
+
+
 class LocalRobertaEncoder(RobertaEncoder):
     """fairseq's RoBERTa encoder around a :class:`LocalTransformerEncoder`
     (``self.sentence_encoder``).  Its extra output carries the forward pass's
@@ -84,6 +101,10 @@ class LocalRobertaEncoder(RobertaEncoder):
     def build_encoder(self, args, dictionary, embed_tokens) -> LocalTransformerEncoder:
         encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(args), dictionary, embed_tokens,
                                           model_cfg=args)
+        if getattr(args, "positions", "fairseq") == "absolute" and encoder.embed_positions is not None:
+            old = encoder.embed_positions  # same table, same state-dict key
+            encoder.embed_positions = AbsolutePositionalEmbedding(old.num_embeddings, old.embedding_dim,
+                                                                  old.padding_idx)
         covered = min(mask_position_limits(encoder.attention_modules()), default=args.max_positions)
         block = getattr(args, "tokens_per_sample", None) if getattr(args, "task", None) == "masked_lm" else None
         if block is not None and block > covered:  # every masked-LM block would be skipped
@@ -120,6 +141,11 @@ class LocalRobertaModel(RobertaModel):
         for attn in local_encoder(self).attention_modules():
             for g in attn.plan.learned:
                 g.kind.reinit(attn.learned[g.kind.key])
+        eps = getattr(args, "layernorm_eps", None)
+        if eps is not None:  # every LayerNorm of the encoder and the LM head (fairseq builds them at 1e-5)
+            for m in self.modules():
+                if hasattr(m, "normalized_shape") and hasattr(m, "eps"):  # torch's LayerNorm or apex's fused one
+                    m.eps = eps
 
     @staticmethod
     def add_args(parser) -> None:
@@ -128,6 +154,11 @@ class LocalRobertaModel(RobertaModel):
         parser.add_argument("--segment-embeddings", action="store_true",
                             help="add BERT's segment embedding (0 up to the first </s>, 1 after; "
                                  "Devlin et al. §3.2) to the token embedding")
+        parser.add_argument("--layernorm-eps", type=float, metavar="EPS",
+                            help="epsilon of every LayerNorm (default: fairseq's 1e-5; BERT's is 1e-12)")
+        parser.add_argument("--positions", choices=POSITIONS,
+                            help="fairseq: a token's position counts the real tokens before it (default); "
+                                 "absolute: token t is at position t, padding or not, as in BERT")
 
     @classmethod
     def build_model(cls, args, task) -> "LocalRobertaModel":
@@ -150,11 +181,24 @@ class LocalRobertaModel(RobertaModel):
         return self.encoder.sentence_encoder.sparsity_terms(net_output[1].get("sparsity", []))
 
 
+def bert_options(args) -> None:
+    """Defaults of the options in which BERT differs from RoBERTa
+    (``--segment-embeddings``, ``--layernorm-eps``, ``--positions``), checked
+    in one line (:class:`OptionError`)."""
+    args.segment_embeddings = getattr(args, "segment_embeddings", False)
+    args.layernorm_eps = getattr(args, "layernorm_eps", None)
+    args.positions = getattr(args, "positions", None) or "fairseq"
+    if args.layernorm_eps is not None and not args.layernorm_eps > 0:
+        raise OptionError(f"--layernorm-eps must be > 0, not {args.layernorm_eps}")
+    if args.positions not in POSITIONS:
+        raise OptionError(f"--positions must be one of {', '.join(POSITIONS)}, not {args.positions!r}")
+
+
 @register_model_architecture("roberta_local", "roberta_local_base")
 def local_roberta_base_architecture(args, **attention_defaults) -> None:
     """BERT-base dimensions (``roberta_base``); layout default all global."""
     roberta_base_architecture(args)
-    args.segment_embeddings = getattr(args, "segment_embeddings", False)
+    bert_options(args)
     set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads, **attention_defaults)
 
 
@@ -162,7 +206,7 @@ def local_roberta_base_architecture(args, **attention_defaults) -> None:
 def local_roberta_large_architecture(args) -> None:
     """BERT-large dimensions (``roberta_large``); layout default all global."""
     roberta_large_architecture(args)
-    args.segment_embeddings = getattr(args, "segment_embeddings", False)
+    bert_options(args)
     set_attention_defaults(args, args.encoder_layers, args.encoder_attention_heads)
 
 

@@ -139,3 +139,29 @@ def test_mnli_and_stsb_reports_and_submissions(prepared, pretrained):
         assert {r.split("\t")[1] for r in rows[1:]} <= {"entailment", "neutral", "contradiction"}
     scores = [float(r.split("\t")[1]) for r in (sub / "STS-B.tsv").read_text().splitlines()[1:]]
     assert len(scores) == 20 and all(0.0 <= x <= 5.0 for x in scores)
+
+
+def test_bert_options_train_reload_and_refuse_a_resume_without_them(prepared, tmp_path):
+    """--layernorm-eps and --positions absolute through fairseq-train: saved
+    in the checkpoint, rebuilt on loading, and a resume without them is one
+    error line."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    from fairseq_local.models.roberta import AbsolutePositionalEmbedding
+
+    w, _ = prepared
+    args = ["fairseq-train", str(w / "pt-bin"), "--user-dir", USER_DIR, "--task", "masked_lm",
+            "--arch", "roberta_local_base", "--criterion", "masked_lm_with_sparsity", "--max-positions", "64",
+            "--tokens-per-sample", "64", "--sample-break-mode", "complete", "--optimizer", "adam", "--lr", "1e-3",
+            "--batch-size", "16", "--cpu", "--save-dir", str(tmp_path), "--disable-validation",
+            "--no-epoch-checkpoints", "--data-buffer-size", "0", *TINY]
+    run([*args, "--max-update", "1", "--layernorm-eps", "1e-12", "--positions", "absolute"])
+    (model,), cfg = checkpoint_utils.load_model_ensemble([str(tmp_path / "checkpoint_last.pt")])
+    assert cfg.model.layernorm_eps == 1e-12 and cfg.model.positions == "absolute"
+    assert {m.eps for m in model.modules() if isinstance(m, torch.nn.LayerNorm)} == {1e-12}
+    assert isinstance(model.encoder.sentence_encoder.embed_positions, AbsolutePositionalEmbedding)
+    r = run([*args, "--max-update", "2"], check=False)
+    assert r.returncode != 0
+    assert "cannot resume" in r.stderr and "--layernorm-eps 1e-12 vs -" in r.stderr
+    assert "--positions absolute vs -" in r.stderr
