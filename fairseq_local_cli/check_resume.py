@@ -18,9 +18,9 @@ from fairseq_local.recover import LAST, recover_last
 from .common import command_parser
 
 DETAILS = """
-Made by the training scripts before they write anything (scripts/lib/lib.sh):
+Made by the training scripts before they write anything (scripts/lib.sh):
 exit status 0 if fairseq-train with FAIRSEQ_TRAIN_ARGS would resume CKPT as
-the same model (its arch, shape, attention layout and learned head kinds:
+the same model (its arch, attention layout and learned head kinds:
 e.g. Pande et al.'s band heads are not resumed as all-global ones), else 1
 with one error: line naming what differs.  An unreadable checkpoint_last.pt
 is first replaced by the run's newest readable checkpoint (one note: line).

@@ -3,7 +3,7 @@
 Each command is a module of :mod:`fairseq_local_cli` with a ``main(argv)``,
 imported only when that command runs (so ``fairseq-local --help`` stays
 fast); ``python -m fairseq_local_cli.<module>`` runs the same parser
-(the module of ``attention`` is ``dump``; see :data:`~fairseq_local_cli.common.COMMANDS`).  A
+(see :data:`~fairseq_local_cli.common.COMMANDS`).  A
 command's :class:`~fairseq_local.errors.OneLineError` (also behind fairseq's
 bare ``Exception``) and any file error are printed as one ``error:`` line
 with exit status 1.

@@ -1,5 +1,5 @@
 """``fairseq-local tables``: the WMT'14 runs as Pande et al., Tables 1–3,
-or (``--bert``) the GLUE runs as their Table 4 (:mod:`.table4`).
+or (``--bert``) the GLUE runs as their Table 4 (:mod:`fairseq_local_reproduce.table4`).
 
 Reads the runs written by ``scripts/train-wmt14.sh`` and
 ``scripts/evaluate-wmt14.sh`` under ``RUNS_ROOT/wmt14_en-de/<config>`` and

@@ -85,8 +85,9 @@ if [ -f "$CKPT" ]; then
   [ "$ARCH" = "$CK_ARCH" ] || die "--arch $ARCH differs from the checkpoint's arch $CK_ARCH (convert it with fairseq-local convert-roberta)"
   inspect_checkpoint "$CKPT" CK_POS=max_positions CK_LAYOUT=attn_layout CK_MODE=mask_mode CK_LAYERS=encoder_layers \
     CK_DIM=encoder_embed_dim CK_FFN=encoder_ffn_embed_dim CK_HEADS=encoder_attention_heads || die "$INSPECT_ERROR"
-  # BERT's segment embedding (--segment-embeddings): an option of this plugin's archs only
+  # BERT's options (--segment-embeddings, --layernorm-eps, --positions): this plugin's archs only
   inspect_checkpoint "$CKPT" CK_SEG=segment_embeddings || CK_SEG=""
+  inspect_checkpoint "$CKPT" CK_EPS=layernorm_eps CK_POSITIONS=positions || { CK_EPS=""; CK_POSITIONS=""; }
   [ -n "$MAXPOS" ] || MAXPOS="$CK_POS"
   [ -z "$CK_LAYOUT" ] || ATTN+=(--attn-layout "$CK_LAYOUT")
   [ -z "$CK_MODE" ] || ATTN+=(--mask-mode "$CK_MODE")
@@ -95,6 +96,8 @@ if [ -f "$CKPT" ]; then
   [ -z "$CK_FFN" ] || ATTN+=(--encoder-ffn-embed-dim "$CK_FFN")
   [ -z "$CK_HEADS" ] || ATTN+=(--encoder-attention-heads "$CK_HEADS")
   [ "$CK_SEG" != True ] || ATTN+=(--segment-embeddings)
+  [ -z "$CK_EPS" ] || ATTN+=(--layernorm-eps "$CK_EPS")
+  [ -z "$CK_POSITIONS" ] || ATTN+=(--positions "$CK_POSITIONS")
 fi
 ARCH="${ARCH:-roberta_local_base}" MAXPOS="${MAXPOS:-512}"
 TASK="${TASK:-$(basename "${DATA%/}")}"; TASK="${TASK%-bin}"

@@ -101,8 +101,10 @@ class LocalRobertaEncoder(RobertaEncoder):
     def build_encoder(self, args, dictionary, embed_tokens) -> LocalTransformerEncoder:
         encoder = LocalTransformerEncoder(TransformerConfig.from_namespace(args), dictionary, embed_tokens,
                                           model_cfg=args)
-        if getattr(args, "positions", "fairseq") == "absolute" and encoder.embed_positions is not None:
+        if getattr(args, "positions", "fairseq") == "absolute":
             old = encoder.embed_positions  # same table, same state-dict key
+            if not isinstance(old, LearnedPositionalEmbedding):
+                raise OptionError("--positions absolute needs learned positions (--encoder-learned-pos)")
             encoder.embed_positions = AbsolutePositionalEmbedding(old.num_embeddings, old.embedding_dim,
                                                                   old.padding_idx)
         covered = min(mask_position_limits(encoder.attention_modules()), default=args.max_positions)

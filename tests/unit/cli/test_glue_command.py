@@ -124,6 +124,11 @@ def test_finetune_takes_arch_layout_and_positions_from_the_checkpoint(tmp_path):
     assert "--segment-embeddings" not in out
     seg = fake_checkpoint(tmp_path / "s.pt", arch="roberta_local_base", max_positions=128, segment_embeddings=True)
     assert "--segment-embeddings" in dry("--data", str(data), "--checkpoint", seg)[1]
+    assert "--layernorm-eps" not in out and "--positions" not in out
+    bert = fake_checkpoint(tmp_path / "b.pt", arch="roberta_local_base", max_positions=128, layernorm_eps=1e-12,
+                           positions="absolute")
+    opts, _ = dry("--data", str(data), "--checkpoint", bert)
+    assert opts["--layernorm-eps"] == "1e-12" and opts["--positions"] == "absolute"
     opts, _ = dry("--data", str(data), "--checkpoint", ckpt, "--max-positions", "64")
     assert opts["--max-positions"] == "64"
     for args, message in [(["--arch", "roberta_local_base"], "error: --arch roberta_local_base differs from the "

@@ -88,3 +88,8 @@ def test_bert_options_are_part_of_the_signature():
     with pytest.raises(ResumeError, match="--layernorm-eps"):
         check_resume(bert, plain, {"save_dir": "/nonexistent"})
     check_resume(bert, dict(bert), {"save_dir": "/nonexistent"})
+
+
+def test_absolute_positions_without_a_learned_table_is_one_line():
+    with pytest.raises(OptionError, match="--positions absolute needs learned positions"):
+        _model(positions="absolute", encoder_learned_pos=False)
