@@ -6,7 +6,8 @@ without fairseq (``fairseq_local_data``).
 ``pip install .`` gives the plugin: it trains, generates and dumps attention.
 The extras give the rest: ``[analysis]`` (the analyses' figures and
 tokenizers), ``[data]`` (the data pipelines), ``[reproduce]`` (the papers'
-reproductions, stanza's parser at paper scale), ``[all]``.  The pinned versions
+reproductions, stanza's parser at paper scale), ``[hf]`` (``convert-hf``
+reading Hugging Face folders, and fairseq's ``bert`` BPE for converted BERTs), ``[all]``.  The pinned versions
 are in requirements.txt (``scripts/setup_env.sh``).  tests/unit/test_packaging.py
 checks that every third-party import of a layer is declared here."""
 
@@ -26,6 +27,7 @@ EXTRAS = {
     "data": ["blingfire", "conllu", "sacremoses", "sentencepiece", "subword-nmt", "tokenizers", "wikiextractor"],
     "reproduce": ["matplotlib", "blingfire", "conllu", "sacremoses", "sentencepiece", "subword-nmt", "tokenizers",
                   "wikiextractor", "stanza"],
+    "hf": ["safetensors", "transformers"],
 }
 
 setup(

@@ -5,6 +5,7 @@ import sys
 from typing import List, Optional
 
 from fairseq_local import outputs
+from fairseq_local.analysis.model import BPE_KINDS
 from .common import command_parser
 
 DETAILS = """
@@ -30,11 +31,13 @@ dump: one record per sentence, saved with torch.save as a list of dicts:
 --pairs FILE.tsv: sentence pairs (Pascual et al. §5: MNLI), "A<TAB>B" a line,
 or a GLUE TSV with a header and --columns sentence1,sentence2. Encoded as
 fairseq's sentence_prediction task encodes a pair (scripts/finetune-glue.sh:
---init-token 0 --separator-token 2); RoBERTa models only.
+--init-token 0 --separator-token 2); RoBERTa models only. A model with
+segment embeddings (a BERT from convert-hf) gets BERT's <s> A </s> B </s>.
 
 The model's subword tokeniser is applied to each word (--bpe auto: the one in
 DATA/bpe, as scripts/bpe-binarize.sh and scripts/prepare-bert-corpus.sh leave
-it). CoNLL-U multiword tokens (2-3) are expanded into their syntactic words,
+it, or the vocab.txt / vocab.json of a folder written by convert-hf; a
+WordPiece "##" piece belongs to its word). CoNLL-U multiword tokens (2-3) are expanded into their syntactic words,
 empty nodes (4.1) skipped. Sentences longer than the model's maximum positions
 (or --max-len tokens) are skipped and counted.
 """
@@ -50,10 +53,11 @@ def add_model_args(p: argparse.ArgumentParser, text_required: bool = True) -> No
     src.add_argument("--pairs", metavar="FILE.tsv", help="RoBERTa: sentence pairs, 'A<TAB>B' a line (no syntax)")
     p.add_argument("--columns", metavar="A,B", help="--pairs: the file has a header; the columns of the two "
                    "sentences (GLUE MNLI: sentence1,sentence2)")
-    p.add_argument("--bpe", default="auto", choices=("auto", "subword_nmt", "sentencepiece", "gpt2", "none"),
-                   help="the model's subword tokeniser (default: found in DATA/bpe)")
+    p.add_argument("--bpe", default="auto", choices=BPE_KINDS,
+                   help="the model's subword tokeniser (default: found in DATA/bpe, or a convert-hf folder's own)")
     p.add_argument("--bpe-model", metavar="PATH",
-                   help="subword-nmt codes, SentencePiece .model, or the folder of GPT-2's encoder.json/vocab.bpe")
+                   help="subword-nmt codes, SentencePiece .model, the folder of GPT-2's encoder.json/vocab.bpe, "
+                        "BERT's vocab.txt (wordpiece), or a RoBERTa folder's vocab.json/merges.txt (byte_bpe)")
     p.add_argument("--max-tokens", type=int, default=4096, help="padded tokens a batch (default 4096)")
     p.add_argument("--max-len", type=int, help="skip sentences of more tokens (default: the model's maximum positions)")
     p.add_argument("--max-sentences", type=int, metavar="N", help="only the first N sentences of the file")

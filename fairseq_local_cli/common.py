@@ -23,6 +23,7 @@ COMMANDS: Dict[str, Tuple[str, str]] = {
     "inspect": ("inspect", "Fields of a checkpoint (options, updates, signature), a tokeniser or machine"),
     "average": ("average", "Average the parameters of a run's last N checkpoints"),
     "convert-roberta": ("convert_roberta", "Turn a stock fairseq RoBERTa checkpoint into a local/tied/sparse arch"),
+    "convert-hf": ("convert_hf", "Turn a Hugging Face BERT/RoBERTa folder into a roberta_local checkpoint folder"),
     "glue": ("glue", "GLUE metrics of a fine-tuned model and test-set submission files"),
     "attention": ("attention", "Dump the attention of every head, per sentence, for analysis"),
     "analyze": ("analyze", "Attention bias, sensitivity, HTA, head roles and importance; figures"),

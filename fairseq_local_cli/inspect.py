@@ -58,7 +58,7 @@ examples:
   fairseq-local inspect --bpe-model data-bin/bert-corpus/bpe/spm.model --field size"""
 
 CHECKPOINT_FIELDS = ("arch", "task", "criterion", "num_updates", "signature")
-BPE_KINDS = ("auto", "gpt2", "sentencepiece")
+BPE_KINDS = ("auto", "gpt2", "sentencepiece", "wordpiece", "byte_bpe")
 
 
 def declared_options(section: str, name: Optional[str]) -> Set[str]:
@@ -122,18 +122,34 @@ def checkpoint_fields(ckpt: Checkpoint) -> Dict[str, Any]:
 
 def tokenizer_fields(path: str, kind: str = "auto") -> Dict[str, Any]:
     """``bpe`` (the kind) and ``size`` (vocabulary size) of the tokeniser at
-    ``path``: a SentencePiece ``.model`` file, or a folder of GPT-2's
-    ``encoder.json`` and ``vocab.bpe`` (``auto``: a folder is gpt2, a file
-    sentencepiece).  Raises :class:`InputError` (one line) for a missing or
-    corrupt one, or one of another kind."""
+    ``path``: a SentencePiece ``.model`` file, a folder of GPT-2's
+    ``encoder.json`` and ``vocab.bpe``, BERT's WordPiece ``vocab.txt``, or a
+    Hugging Face RoBERTa folder's ``vocab.json`` and ``merges.txt``
+    (``byte_bpe``; ``auto``: a folder is byte_bpe if it holds merges.txt, else
+    gpt2; a file named vocab.txt wordpiece, else sentencepiece).  Raises
+    :class:`InputError` (one line) for a missing or corrupt one, or one of
+    another kind."""
     p = Path(path)
     if not os.path.exists(path):
         raise InputError(f"no --bpe-model '{path}'")
     if kind == "auto":
-        kind = "gpt2" if p.is_dir() else "sentencepiece"
+        if p.is_dir():
+            kind = "byte_bpe" if (p / "merges.txt").is_file() else "gpt2"
+        else:
+            kind = "wordpiece" if p.name == "vocab.txt" else "sentencepiece"
 
     def bad(problem: str) -> InputError:
         return InputError(f"--bpe-model '{path}' ({kind}) {problem}")
+
+    if kind == "wordpiece":
+        try:
+            lines = p.read_text(encoding="utf-8").splitlines() if p.is_file() else None
+        except UnicodeDecodeError as e:
+            raise bad(f"is not UTF-8 text (byte {e.start})") from None
+        if not lines or any(not t.strip() or len(t.split()) != 1 for t in lines):
+            raise bad("is not BERT's vocab.txt (one WordPiece token a line)")
+        return {"bpe": kind, "size": len(lines)}
+    names = ("vocab.json", "merges.txt") if kind == "byte_bpe" else ("encoder.json", "vocab.bpe")
 
     if kind == "sentencepiece":
         if not p.is_file():
@@ -146,9 +162,9 @@ def tokenizer_fields(path: str, kind: str = "auto") -> Dict[str, Any]:
             raise bad("is not a SentencePiece model (corrupt, or another kind of file)") from None
         return {"bpe": kind, "size": size}
     if not p.is_dir():
-        raise bad("is not a folder of GPT-2's encoder.json and vocab.bpe")
+        raise bad(f"is not a folder of {' and '.join(names)}")
     texts = {}
-    for name in ("encoder.json", "vocab.bpe"):
+    for name in names:
         if not (p / name).is_file():
             raise bad(f"has no {name}")
         try:
@@ -156,11 +172,11 @@ def tokenizer_fields(path: str, kind: str = "auto") -> Dict[str, Any]:
         except UnicodeDecodeError as e:
             raise bad(f"holds {name}, which is not UTF-8 text (byte {e.start})") from None
     try:
-        vocab = json.loads(texts["encoder.json"])
+        vocab = json.loads(texts[names[0]])
     except ValueError:
         vocab = None
     if not isinstance(vocab, dict):
-        raise bad("has an encoder.json that is not GPT-2's JSON vocabulary")
+        raise bad(f"has a {names[0]} that is not a JSON vocabulary (token -> id)")
     return {"bpe": kind, "size": len(vocab)}
 
 

@@ -210,10 +210,50 @@ def sentencepiece_processor(model: Path | str):
 
 # --------------------------------------------------------------------------- encoding
 
+ENCODERS = ("gpt2", "sentencepiece", "wordpiece", "byte_bpe")
+
+
+def wordpiece_tokenizer(vocab_txt: Path | str):
+    """BERT's WordPiece tokenizer (``tokenizers.BertWordPieceTokenizer``) of
+    ``vocab_txt``, with the ``do_lower_case``, ``strip_accents`` and
+    ``tokenize_chinese_chars`` of the ``tokenizer_config.json`` next to it, as
+    Hugging Face reads them (``fairseq-local convert-hf`` writes one; without
+    it, an uncased BERT's defaults)."""
+    from tokenizers import BertWordPieceTokenizer
+
+    if not Path(vocab_txt).is_file():
+        raise TokenizerError(f"wordpiece needs BERT's vocab.txt, not '{vocab_txt}'")
+    config: dict = {}
+    path = Path(vocab_txt).parent / "tokenizer_config.json"
+    if path.is_file():
+        try:
+            config = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            raise TokenizerError(f"'{path}' is not a JSON tokenizer configuration") from None
+        config = config if isinstance(config, dict) else {}
+    try:
+        return BertWordPieceTokenizer(str(vocab_txt), lowercase=bool(config.get("do_lower_case", True)),
+                                      strip_accents=config.get("strip_accents"),
+                                      handle_chinese_chars=bool(config.get("tokenize_chinese_chars", True)))
+    except Exception as e:  # tokenizers raises TypeError/Exception for a vocabulary without [CLS]/[SEP], or not text
+        raise TokenizerError(f"'{vocab_txt}' is not BERT's WordPiece vocab.txt: {str(e).splitlines()[0]}") from None
+
 
 def make_encoder(bpe: str, model_or_dir: Path | str | None = None):
     """A function line -> space-joined tokens, as fairseq's ``--bpe gpt2``
-    (GPT-2 ids as strings) or ``--bpe sentencepiece`` (pieces) encodes."""
+    (GPT-2 ids as strings) or ``--bpe sentencepiece`` (pieces) encodes;
+    ``wordpiece``: BERT's pieces of ``vocab.txt`` (as fairseq's ``--bpe bert``);
+    ``byte_bpe``: the ids (as strings) of a Hugging Face RoBERTa folder's
+    ``vocab.json`` and ``merges.txt``, as ``convert-hf`` writes its dict.txt."""
+    if bpe == "wordpiece":
+        wp = wordpiece_tokenizer(model_or_dir or "")
+        return lambda line: " ".join(wp.encode(line.strip(), add_special_tokens=False).tokens)
+    if bpe == "byte_bpe":
+        files = [Path(model_or_dir or "") / name for name in ("vocab.json", "merges.txt")]
+        if not all(f.is_file() for f in files):
+            raise TokenizerError(f"byte_bpe needs a folder with vocab.json and merges.txt, not '{model_or_dir}'")
+        enc = gpt2_encoder(*files)
+        return lambda line: " ".join(map(str, enc.encode(line.strip())))
     if bpe == "gpt2":
         enc = gpt2_encoder(*gpt2_files(model_or_dir))
         return lambda line: " ".join(map(str, enc.encode(line.strip())))
@@ -222,7 +262,7 @@ def make_encoder(bpe: str, model_or_dir: Path | str | None = None):
             raise TokenizerError("sentencepiece needs the .model file")
         sp = sentencepiece_processor(model_or_dir)
         return lambda line: " ".join(sp.encode(line.strip(), out_type=str))
-    raise TokenizerError(f"unknown bpe '{bpe}' (gpt2 or sentencepiece)")
+    raise TokenizerError(f"unknown bpe '{bpe}' ({', '.join(ENCODERS)})")
 
 
 def encode_lines(lines: Iterable[str], bpe: str = "gpt2", model_or_dir: Path | str | None = None) -> list[str]:
@@ -251,9 +291,10 @@ def _parser() -> argparse.ArgumentParser:
     a.add_argument("--vocab-size", type=int, default=30000)
     a.add_argument("--threads", type=int, default=2)
     a = sub.add_parser("encode", help="encode stdin to stdout, one line at a time")
-    a.add_argument("--bpe", choices=("gpt2", "sentencepiece"), required=True)
+    a.add_argument("--bpe", choices=ENCODERS, required=True)
     a.add_argument("--model", type=Path,
-                   help=f"gpt2: directory of the two files (default: ${GPT2_DIR_ENV}); sentencepiece: .model file")
+                   help=f"gpt2: directory of the two files (default: ${GPT2_DIR_ENV}); sentencepiece: .model file; "
+                        f"wordpiece: vocab.txt; byte_bpe: directory of vocab.json and merges.txt")
     return p
 
 

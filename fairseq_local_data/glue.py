@@ -134,13 +134,15 @@ def encoder(kind: str, model: Optional[str] = None) -> Callable[[str], str]:
     """A function line -> space-separated tokens: ``gpt2`` (RoBERTa's
     byte-level BPE as GPT-2 ids; ``model`` is the folder of encoder.json and
     vocab.bpe, see :func:`fairseq_local_data.bpe.gpt2_files`) or
-    ``sentencepiece`` (pieces; ``model`` is the .model file), both from
-    :mod:`fairseq_local_data.bpe`, or ``none`` (text that is already
+    ``sentencepiece`` (pieces; ``model`` is the .model file), ``wordpiece``
+    (BERT's pieces; ``model`` is vocab.txt) or ``byte_bpe`` (a Hugging Face
+    RoBERTa's ids; ``model`` is the folder of vocab.json and merges.txt), all
+    from :mod:`fairseq_local_data.bpe`, or ``none`` (text that is already
     tokenised: whitespace is normalised)."""
     if kind == "none":
         return lambda line: " ".join(line.split())
-    if kind not in ("gpt2", "sentencepiece"):
-        raise GlueError(f"unknown --bpe '{kind}' (gpt2, sentencepiece or none)")
+    if kind not in bpe.ENCODERS:
+        raise GlueError(f"unknown --bpe '{kind}' ({', '.join(bpe.ENCODERS)} or none)")
     try:
         return bpe.make_encoder(kind, model)
     except bpe.TokenizerError as e:
@@ -243,9 +245,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     c.add_argument("--task", required=True)
     c.add_argument("--out", required=True)
     c = sub.add_parser("encode", help="BPE-encode files")
-    c.add_argument("--bpe", choices=("gpt2", "sentencepiece", "none"), required=True)
+    c.add_argument("--bpe", choices=(*bpe.ENCODERS, "none"), required=True)
     c.add_argument("--bpe-model", help=f"gpt2: folder of encoder.json and vocab.bpe (default: ${bpe.GPT2_DIR_ENV}); "
-                   "sentencepiece: the .model file")
+                   "sentencepiece: the .model file; wordpiece: vocab.txt; byte_bpe: folder of vocab.json, merges.txt")
     c.add_argument("--inputs", nargs="+", required=True)
     c.add_argument("--outputs", nargs="+", required=True)
     c = sub.add_parser("binarize", help="fairseq-preprocess --only-source into OUT/TASK-bin")

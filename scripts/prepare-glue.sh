@@ -3,7 +3,7 @@
 # (examples/roberta/preprocess_GLUE_tasks.sh). Idempotent and resumable.
 #
 # Usage: scripts/prepare-glue.sh --glue-dir DIR --src-dict DICT [--out DIR]
-#            [--bpe gpt2|sentencepiece|none] [--bpe-model PATH] [--tasks "CoLA SST-2 ..."]
+#            [--bpe gpt2|sentencepiece|wordpiece|byte_bpe|none] [--bpe-model PATH] [--tasks "CoLA SST-2 ..."]
 #            [--workers N]
 # Input:  the official GLUE folder (the GLUE download script's layout):
 #         DIR/TASK/{train,dev,test}.tsv, MNLI with dev_matched, dev_mismatched,
@@ -15,9 +15,12 @@
 #         encoder.json and vocab.bpe, default data-bin/gpt2-bpe, which
 #         scripts/setup_env.sh fills with `python -m fairseq_local_data.bpe
 #         fetch-gpt2`), sentencepiece (--bpe-model is the .model file of the
-#         pretraining corpus) or none (text already tokenised). Default: gpt2.
-#         Both BPEs are those of fairseq_local_data/bpe.py, as for the
-#         pretraining corpus.
+#         pretraining corpus), wordpiece (--bpe-model is the vocab.txt of a
+#         BERT written by fairseq-local convert-hf, which holds its dict.txt and
+#         tokenizer_config.json), byte_bpe (--bpe-model is the folder of a
+#         RoBERTa written by convert-hf: vocab.json and merges.txt) or none
+#         (text already tokenised). Default: gpt2. All are those of
+#         fairseq_local_data/bpe.py, as for the pretraining corpus.
 # --tasks: default all nine (CoLA SST-2 MRPC STS-B QQP MNLI QNLI RTE WNLI).
 # Output: OUT/TASK-bin/{input0,input1,label}/ (default OUT: data-bin/glue), the
 #         layout fairseq's sentence_prediction task reads: the columns the
@@ -54,8 +57,10 @@ case "$BPE" in
         [ -f "$BPE_MODEL/encoder.json" ] && [ -f "$BPE_MODEL/vocab.bpe" ] \
           || die "--bpe gpt2: no encoder.json and vocab.bpe in '$BPE_MODEL' (give --bpe-model DIR, or run: python -m fairseq_local_data.bpe fetch-gpt2 --dest '$BPE_MODEL')" ;;
   sentencepiece) [ -f "$BPE_MODEL" ] || die "--bpe sentencepiece needs --bpe-model FILE.model" ;;
+  wordpiece) [ -f "$BPE_MODEL" ] || die "--bpe wordpiece needs --bpe-model VOCAB.txt (BERT's WordPiece vocabulary)" ;;
+  byte_bpe) [ -d "$BPE_MODEL" ] || die "--bpe byte_bpe needs --bpe-model DIR (with vocab.json and merges.txt)" ;;
   none) ;;
-  *) die "unknown --bpe '$BPE' (gpt2, sentencepiece or none)" ;;
+  *) die "unknown --bpe '$BPE' (gpt2, sentencepiece, wordpiece, byte_bpe or none)" ;;
 esac
 [ "$BPE" = none ] || check_bpe_model "$BPE" "$BPE_MODEL"
 [[ "$WORKERS" =~ ^[1-9][0-9]*$ ]] || die "--workers must be a positive integer, not '$WORKERS'"
@@ -71,7 +76,11 @@ GLUE_PY=(python -m fairseq_local_data.glue)
 "${GLUE_PY[@]}" check --glue-dir "$GLUE" --tasks $TASKS || exit 1
 
 MODEL_FILES=("$DICT")
-case "$BPE" in gpt2) MODEL_FILES+=("$BPE_MODEL/encoder.json" "$BPE_MODEL/vocab.bpe") ;; sentencepiece) MODEL_FILES+=("$BPE_MODEL") ;; esac
+case "$BPE" in
+  gpt2) MODEL_FILES+=("$BPE_MODEL/encoder.json" "$BPE_MODEL/vocab.bpe") ;;
+  sentencepiece|wordpiece) MODEL_FILES+=("$BPE_MODEL") ;;
+  byte_bpe) MODEL_FILES+=("$BPE_MODEL/vocab.json" "$BPE_MODEL/merges.txt") ;;
+esac
 
 # bin_files TASK : the files fairseq-preprocess writes for TASK.
 bin_files() {

@@ -23,7 +23,7 @@ from torch import Tensor
 
 from ..errors import OneLineError
 
-BPE_KINDS = ("auto", "subword_nmt", "sentencepiece", "gpt2", "none")
+BPE_KINDS = ("auto", "subword_nmt", "sentencepiece", "gpt2", "wordpiece", "byte_bpe", "none")
 
 
 class AnalysisError(OneLineError, ValueError):
@@ -37,10 +37,14 @@ WordTokeniser = Callable[[str, bool], List[Tuple[str, str]]]
 def word_tokeniser(kind: str, model: Optional[str], lang: Optional[str] = None) -> WordTokeniser:
     """The subword tokeniser ``kind`` (see :data:`BPE_KINDS`, not ``auto``) of
     the model files ``model``: subword-nmt codes, a SentencePiece ``.model``,
-    or the folder of GPT-2's ``encoder.json`` and ``vocab.bpe``.  subword-nmt
-    applies the vocabulary ``vocab.LANG`` next to the codes, if there is one,
-    with threshold 1 (as scripts/bpe-binarize.sh)."""
-    from fairseq_local_data.bpe import TokenizerError, gpt2_encoder, gpt2_files, sentencepiece_processor as _spm
+    the folder of GPT-2's ``encoder.json`` and ``vocab.bpe``, BERT's WordPiece
+    ``vocab.txt`` (cased or not as its ``tokenizer_config.json`` says), or the folder of a Hugging
+    Face RoBERTa's ``vocab.json`` and ``merges.txt`` (``byte_bpe``; the
+    symbols are its ids, as ``fairseq-local convert-hf`` writes dict.txt).
+    subword-nmt applies the vocabulary ``vocab.LANG`` next to the codes, if
+    there is one, with threshold 1 (as scripts/bpe-binarize.sh)."""
+    from fairseq_local_data.bpe import (TokenizerError, gpt2_encoder, gpt2_files, sentencepiece_processor as _spm,
+                                        wordpiece_tokenizer)
 
     try:
         if kind == "none":
@@ -63,8 +67,21 @@ def word_tokeniser(kind: str, model: Optional[str], lang: Optional[str] = None) 
             if sp is None:
                 raise AnalysisError("--bpe sentencepiece needs --bpe-model FILE.model")
             return lambda word, first: [(p, p) for p in sp.encode(word, out_type=str)]
-        if kind == "gpt2":
-            enc = gpt2_encoder(*gpt2_files(model, check=False))
+        if kind == "wordpiece":
+            if not model or not os.path.isfile(model):
+                raise AnalysisError(f"--bpe wordpiece needs --bpe-model VOCAB.txt (BERT's vocab.txt), not '{model}'")
+            wordpiece = wordpiece_tokenizer(model)
+            # a word's pieces: "playing" -> "play", "##ing" (punctuation inside a word is split off, as BERT does)
+            return lambda word, first: [(p, p) for p in wordpiece.encode(word, add_special_tokens=False).tokens]
+        if kind in ("gpt2", "byte_bpe"):
+            if kind == "byte_bpe":
+                files = [os.path.join(model or "", name) for name in ("vocab.json", "merges.txt")]
+                if not all(os.path.isfile(f) for f in files):
+                    raise AnalysisError(f"--bpe byte_bpe needs --bpe-model DIR with vocab.json and merges.txt, "
+                                        f"not '{model}'")
+                enc = gpt2_encoder(*map(Path, files))
+            else:
+                enc = gpt2_encoder(*gpt2_files(model, check=False))
             # GPT-2 encodes a word after a space with the space: " word".
             return lambda word, first: [(str(i), enc.decode([i])) for i in enc.encode(word if first else " " + word)]
     except TokenizerError as e:
@@ -83,8 +100,12 @@ def find_tokeniser(data: str) -> Tuple[str, Optional[str]]:
         return "sentencepiece", str(bpe / "spm.model")
     if (bpe / "encoder.json").is_file() and (bpe / "vocab.bpe").is_file():
         return "gpt2", str(bpe)
-    raise AnalysisError(f"cannot tell the tokeniser of '{data}' (no bpe/codes, bpe/spm.model or bpe/encoder.json); "
-                        f"give --bpe and --bpe-model")
+    if (Path(data) / "vocab.txt").is_file():  # a folder written by fairseq-local convert-hf
+        return "wordpiece", str(Path(data) / "vocab.txt")
+    if (Path(data) / "vocab.json").is_file() and (Path(data) / "merges.txt").is_file():
+        return "byte_bpe", str(data)
+    raise AnalysisError(f"cannot tell the tokeniser of '{data}' (no bpe/codes, bpe/spm.model, bpe/encoder.json, "
+                        f"or a converted model's vocab.txt or vocab.json); give --bpe and --bpe-model")
 
 
 @dataclass
@@ -136,6 +157,8 @@ class AnalysisModel:
             raise AnalysisError(f"'{name}' has no fairseq-local attention module in its encoder "
                                 f"(a stock fairseq model? convert RoBERTa with fairseq-local convert-roberta)")
         self.roberta = hasattr(getattr(model, "encoder", None), "sentence_encoder")
+        # BERT (segment embeddings) separates a pair with one </s>, RoBERTa with two
+        self.bert_pairs = self.roberta and bool(getattr(getattr(model, "args", None), "segment_embeddings", False))
         self.dictionary = dictionary
         self.tokeniser = tokeniser
         self.target_tokeniser = target_tokeniser
@@ -205,8 +228,10 @@ class AnalysisModel:
         The words of B are numbered after those of A (word ``len(words) + k``
         is B's k-th word); each sentence is tokenised on its own (its first
         word is a sentence start, as GPT-2's BPE of a GLUE column sees it).
-        Pascual et al. §5 analyse such MNLI pairs.  A translation encoder has
-        no separator: a pair is an :class:`AnalysisError`."""
+        Pascual et al. §5 analyse such MNLI pairs.  A model with segment
+        embeddings (BERT, e.g. after ``convert-hf``) gets BERT's
+        ``[CLS] A [SEP] B [SEP]``: ``<s> A </s> B </s>``.  A translation
+        encoder has no separator: a pair is an :class:`AnalysisError`."""
         d = self.dictionary
         if second is not None and not self.roberta:
             raise AnalysisError("sentence pairs need a RoBERTa model: a translation source has no separator "
@@ -227,8 +252,9 @@ class AnalysisModel:
         sentence(words, 0, 0)
         separator = None
         if second is not None:
-            separator = [len(ids), len(ids) + 1]  # A's own </s>, then the separator token </s>
-            special(d.eos()), special(d.eos())
+            separator = [len(ids)] if self.bert_pairs else [len(ids), len(ids) + 1]  # A's </s> (+ RoBERTa's second)
+            for _ in separator:
+                special(d.eos())
             sentence(second, len(words), 1)
         special(d.eos())
         return Tokenised(ids, tokens, word_ids, None if second is None else sentence_ids, separator)
@@ -286,7 +312,9 @@ class AnalysisModel:
 def _guess_kind(model: str) -> str:
     """The tokeniser kind of a ``--bpe-model`` path given with ``--bpe auto``."""
     if os.path.isdir(model):
-        return "gpt2"
+        return "byte_bpe" if os.path.isfile(os.path.join(model, "merges.txt")) else "gpt2"
+    if os.path.basename(model) == "vocab.txt":
+        return "wordpiece"
     return "sentencepiece" if model.endswith(".model") else "subword_nmt"
 
 

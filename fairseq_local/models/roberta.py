@@ -18,7 +18,8 @@ and the method archs ``roberta_dam_u``, ``roberta_dam_s``, ``roberta_aaa``,
 """
 
 import argparse
-from typing import Optional
+import os
+from typing import Dict, Optional
 
 import torch
 from torch import nn
@@ -36,6 +37,7 @@ from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_hasattr
 
 from ..errors import OptionError
+from ..outputs import checkpoint_marked
 from ..attention.config import add_attention_args, set_attention_defaults
 from ..attention.penalties import SparsityTerms
 from .archs import ROBERTA_ARCHS
@@ -73,6 +75,8 @@ class SegmentEmbedding(nn.Embedding):
 
 
 POSITIONS = ("fairseq", "absolute")
+# Top-level key of a checkpoint written by convert-hf (its input folder).
+HF_MARKER = "converted_from_hf"
 
 
 class AbsolutePositionalEmbedding(LearnedPositionalEmbedding):
@@ -163,6 +167,17 @@ class LocalRobertaModel(RobertaModel):
                                  "absolute: token t is at position t, padding or not, as in BERT")
 
     @classmethod
+    def from_pretrained(cls, model_name_or_path: str, checkpoint_file: str = "model.pt",
+                        data_name_or_path: str = ".", bpe: Optional[str] = None, **kwargs):
+        """fairseq's hub interface; a folder written by ``convert-hf`` reads
+        its own tokenizer (vocab.txt, or vocab.json + merges.txt) where the
+        folder now is, any other gets fairseq's default (``bpe="gpt2"``)."""
+        defaults = hub_defaults(model_name_or_path, checkpoint_file) if bpe is None else {}
+        kwargs = {**defaults, **kwargs}
+        bpe = bpe or kwargs.pop("bpe", "gpt2")
+        return super().from_pretrained(model_name_or_path, checkpoint_file, data_name_or_path, bpe=bpe, **kwargs)
+
+    @classmethod
     def build_model(cls, args, task) -> "LocalRobertaModel":
         # As RobertaModel.build_model, with this model's encoder.
         local_roberta_base_architecture(args)
@@ -229,4 +244,17 @@ def build_roberta(arch: str, overrides: Optional[dict] = None, vocab_size: int =
     return ARCH_MODEL_REGISTRY[arch].build_model(args, task)
 
 
-__all__ = ["LocalRobertaEncoder", "LocalRobertaModel", "SegmentEmbedding", "build_roberta", "segment_ids"]
+def hub_defaults(folder: str, checkpoint_file: str = "model.pt") -> Dict[str, str]:
+    """fairseq hub options that load a convert-hf folder's own tokenizer
+    wherever the folder now is ({} for any other folder)."""
+    path = os.path.join(str(folder), checkpoint_file)
+    if not os.path.isfile(path) or not checkpoint_marked(HF_MARKER)(path):
+        return {}
+    if os.path.isfile(os.path.join(folder, "vocab.txt")):
+        return {"bpe": "bert", "bpe_vocab_file": os.path.join(folder, "vocab.txt")}
+    return {"bpe": "gpt2", "gpt2_encoder_json": os.path.join(folder, "vocab.json"),
+            "gpt2_vocab_bpe": os.path.join(folder, "merges.txt")}
+
+
+__all__ = ["LocalRobertaEncoder", "LocalRobertaModel", "SegmentEmbedding", "build_roberta", "hub_defaults",
+           "segment_ids"]

@@ -14,7 +14,8 @@ from helpers import ROOT
 # Layers by folder: the plugin (install_requires only), the commands and
 # analyses, the data tools, the reproductions.
 LAYERS = {"fairseq_local/analysis/": "analysis", "fairseq_local_cli/": "analysis",
-          "fairseq_local/outputs.py": "analysis", "fairseq_local_data/": "data", "fairseq_local_reproduce/": "reproduce"}
+          "fairseq_local/outputs.py": "analysis", "fairseq_local_data/": "data", "fairseq_local_reproduce/": "reproduce",
+          "fairseq_local/models/hf_folder.py": "hf"}
 ALWAYS = {"torch", "fairseq"}  # torch: install_requires; fairseq: installed with --no-deps (setup_env.sh)
 
 
@@ -92,7 +93,7 @@ def test_the_plugin_imports_no_extra():
     assert not extra, "\n".join(extra)
 
 
-@pytest.mark.parametrize("layer", ["analysis", "data", "reproduce"])
+@pytest.mark.parametrize("layer", ["analysis", "data", "reproduce", "hf"])
 def test_extras_are_declared(layer):
     _, extras = setup_lists()
     assert extras[layer] and len(set(extras[layer])) == len(extras[layer])

@@ -73,7 +73,17 @@ def test_finding_the_tokeniser_of_a_data_folder(tmp_path):
     with pytest.raises(AnalysisError, match="missing SentencePiece model"):
         word_tokeniser("sentencepiece", str(tmp_path / "none.model"))
     with pytest.raises(AnalysisError, match="unknown --bpe"):
+        word_tokeniser("unigram", None)
+    with pytest.raises(AnalysisError, match="--bpe wordpiece needs --bpe-model VOCAB.txt"):
         word_tokeniser("wordpiece", None)
+    with pytest.raises(AnalysisError, match="--bpe byte_bpe needs --bpe-model DIR with vocab.json and merges.txt"):
+        word_tokeniser("byte_bpe", str(tmp_path))
+    (tmp_path / "bpe" / "encoder.json").unlink()  # a folder written by convert-hf: its own tokenizer files
+    (tmp_path / "vocab.json").write_text("{}")
+    (tmp_path / "merges.txt").write_text("#version: 0.2\n")
+    assert find_tokeniser(str(tmp_path)) == ("byte_bpe", str(tmp_path))
+    (tmp_path / "vocab.txt").write_text("[PAD]\n")
+    assert find_tokeniser(str(tmp_path)) == ("wordpiece", str(tmp_path / "vocab.txt"))
 
 
 def test_a_file_that_is_not_a_checkpoint_is_one_line(tmp_path):

@@ -190,7 +190,7 @@ def test_tokenisers(tmp_path, capsys):
     cases = [(["--bpe-model", gpt2], f"--bpe-model '{gpt2}' (gpt2) holds encoder.json, which is not UTF-8 text "
                                      "(byte 10)"),
              (["--bpe-model", text], f"--bpe-model '{text}' (sentencepiece) is not a SentencePiece model (corrupt"),
-             (["--bpe-model", text, "--bpe", "gpt2"], f"--bpe-model '{text}' (gpt2) is not a folder of GPT-2's"),
+             (["--bpe-model", text, "--bpe", "gpt2"], f"--bpe-model '{text}' (gpt2) is not a folder of encoder.json and vocab.bpe"),
              (["--bpe-model", tmp_path / "none"], f"no --bpe-model '{tmp_path / 'none'}'"),
              (["--bpe-model", tmp_path / "spm.model", "--field", "arch"], "unknown field 'arch' of the tokeniser")]
     for argv, message in cases:

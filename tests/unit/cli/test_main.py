@@ -29,6 +29,7 @@ OPTIONS = {
     "inspect": ["CKPT", "--field NAME", "--json", "--bpe-model PATH", "--machine"],
     "average": ["RUN_DIR", "--num N", "--output FILE"],
     "convert-roberta": ["IN.pt", "OUT.pt", "--arch ARCH", "--tie-init {first,mean}", "--attn-layout ATTN_LAYOUT"],
+    "convert-hf": ["HF_DIR", "OUT_DIR", "--arch ARCH", "--tie-init {first,mean}", "--attn-layout ATTN_LAYOUT"],
     "glue": ["evaluate", "table"],
     "attention": ["dump"],
     "analyze": ["bias", "sensitivity", "hta", "table", "roles", "importance"],
@@ -69,7 +70,7 @@ def in_process_help(capsys, argv, module=None):
 
 def test_commands_are_the_documented_ones():
     assert list(COMMANDS) == ["configs", "sparsity", "export", "gates", "results", "tables", "inspect", "average",
-                              "convert-roberta", "glue", "attention", "analyze", "prune-curve", "reproduce", "benchmark",
+                              "convert-roberta", "convert-hf", "glue", "attention", "analyze", "prune-curve", "reproduce", "benchmark",
                               "check-resume"]
     assert set(OPTIONS) == set(COMMANDS)
 
@@ -127,13 +128,13 @@ def test_unknown_command_is_one_line():
     assert r.returncode == 2 and r.stdout == ""
     assert error_lines(r.stderr) == [
         "error: unknown command 'frobnicate' (commands: configs, sparsity, export, gates, results, tables, "
-        "inspect, average, convert-roberta, glue, attention, analyze, prune-curve, reproduce, benchmark, check-resume; "
+        "inspect, average, convert-roberta, convert-hf, glue, attention, analyze, prune-curve, reproduce, benchmark, check-resume; "
         "see fairseq-local --help)"]
 
 
 @pytest.mark.parametrize("argv, message", [
     ([], "error: missing command: one of configs, sparsity, export, gates, results, tables, inspect, average, "
-         "convert-roberta, glue, attention, analyze, prune-curve, reproduce, benchmark"),
+         "convert-roberta, convert-hf, glue, attention, analyze, prune-curve, reproduce, benchmark"),
     (["expotr"], "error: unknown command 'expotr' (did you mean 'export'? "),
     (["--frob"], "error: unknown option '--frob'"),
     (["sparsity", "--n", "0"], "error: --n must be >= 1, not 0"),

@@ -18,6 +18,7 @@ from fairseq_local.analysis.dump import save_dump
 from fairseq_local_cli.common import COMMANDS
 from fairseq_local.models.roberta import build_roberta
 from fairseq_local.attention.learned import DamMask
+from helpers.hf import save_model
 from helpers.probes import bad_outputs, digest, one_line_error, run_command
 
 # Commands that print and write no file; check-resume has no output to give: it replaces only an unreadable
@@ -43,6 +44,7 @@ CASES: Dict[str, Case] = {
     "average": Case(lambda i, o: ["average", i["runs"] / "a", "--num", "2", "--output", o], False, "c2"),
     "convert-roberta": Case(lambda i, o: ["convert-roberta", i["stock"], o, "--arch", "roberta_band2"],
                             False, "stock"),
+    "convert-hf": Case(lambda i, o: ["convert-hf", i["hf"], o], True, "hf"),
     "glue evaluate": Case(lambda i, o: ["glue", "evaluate", "--task", "RTE", "--checkpoint", i["dam"], "--data",
                                         i["tmp"], "--glue-dir", i["tmp"], "--out", o], True, "dam"),
     "glue table": None,  # reads a folder, prints; writes nothing (kept in the table to be explicit)
@@ -94,6 +96,7 @@ def inputs(tmp_path_factory) -> Dict[str, Path]:
     args.arch = args._name = "roberta_base"
     i["stock"] = tmp / "stock.pt"
     torch.save({"cfg": {"model": args, "task": {"_name": "masked_lm"}}, "model": stock.state_dict()}, i["stock"])
+    i["hf"] = Path(save_model(str(tmp / "hf"), "BertModel"))
     i["dump"] = tmp / "attention.pt"
     save_dump([{"tokens": ["a", "b", "</s>"], "word_ids": [0, 1, -1], "words": ["a", "b"],
                 "attn": torch.full((1, 2, 3, 3), 1 / 3)}], str(i["dump"]))

@@ -181,5 +181,14 @@ def test_auto_vocab_size(tmp_path):
     assert auto_vocab_size(tmp_path / "t.txt", 200) == 200
     with pytest.raises(TokenizerError, match="missing SentencePiece model"):
         encode_lines(["x"], "sentencepiece", tmp_path / "none.model")
-    with pytest.raises(TokenizerError, match="unknown bpe 'wordpiece'"):
-        encode_lines(["x"], "wordpiece")
+    with pytest.raises(TokenizerError, match="unknown bpe 'unigram'"):
+        encode_lines(["x"], "unigram")
+    with pytest.raises(TokenizerError, match="wordpiece needs BERT's vocab.txt"):
+        encode_lines(["x"], "wordpiece", tmp_path / "vocab.txt")
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\nthe\ncat\n##s\n")
+    with pytest.raises(TokenizerError, match="is not BERT's WordPiece vocab.txt: sep_token not found"):
+        encode_lines(["x"], "wordpiece", tmp_path / "vocab.txt")
+    (tmp_path / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\ncat\n##s\n")
+    assert encode_lines(["The cats", ""], "wordpiece", tmp_path / "vocab.txt") == ["the cat ##s", ""]
+    (tmp_path / "tokenizer_config.json").write_text('{"do_lower_case": false}')
+    assert encode_lines(["The cats"], "wordpiece", tmp_path / "vocab.txt") == ["[UNK] cat ##s"]
