@@ -50,8 +50,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where the tiny and small scales train and analyse (default %(default)s; cuda: one GPU, "
                         "fairseq's own choice of device at paper scale)")
+    p.add_argument("--bert", metavar="HF_DIR",
+                   help="paper scale (hta, aaa, pande): start from this Hugging Face BERT-base folder (converted "
+                        "with convert-hf, fine-tuned on GLUE prepared with its WordPiece) instead of pretraining "
+                        "the full model; the report says which model was used")
     p.add_argument("--dry-run", action="store_true", help="print the plan and every command; run nothing")
     return p
+
+
+BERT_PAPERS = ("hta", "aaa", "pande")  # the plans that take --bert HF_DIR
 
 
 def _positive(text: str) -> int:
@@ -94,7 +101,21 @@ def _main(args: argparse.Namespace) -> int:
     runs = Path(args.runs).absolute()
     check_runs(runs)
     papers = list(PAPERS) if args.paper == "all" else [args.paper]
-    plans = [paper_module(paper).build(args.scale, runs, device=args.device) for paper in papers]
+    given = {}
+    if args.bert is not None:
+        from fairseq_local.errors import InputError
+        from fairseq_local.models.hf_folder import read_config
+
+        if args.paper not in BERT_PAPERS or args.scale != "paper":
+            raise InputError(f"--bert HF_DIR is read by 'reproduce {'|'.join(BERT_PAPERS)} --scale paper' only: "
+                             f"the reduced scales keep their reduced models")
+        cfg = read_config(args.bert)  # a local Hugging Face BERT folder, checked before the plan
+        shape = (cfg["num_hidden_layers"], cfg["num_attention_heads"])
+        if args.paper != "hta" and shape != (12, 12):
+            raise InputError(f"--bert '{args.bert}' has {shape[0]} layers x {shape[1]} heads: the {args.paper} "
+                             f"plan's layouts are BERT-base's 12 x 12")
+        given = {"bert": str(Path(args.bert).absolute())}
+    plans = [paper_module(paper).build(args.scale, runs, device=args.device, **given) for paper in papers]
     reports = [outputs.Output(str(plan.out / "report.md"), "report", outputs.text_starting(paper_module(p).TITLE))
                for p, plan in zip(papers, plans)]
     summary = outputs.Output(str(runs / "summary.md"), "summary", outputs.text_starting(SUMMARY_TITLE))

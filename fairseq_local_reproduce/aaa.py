@@ -73,6 +73,7 @@ from .numbers_aaa import AAA_FIG2, AAA_TABLE3, AAA_TABLE4, AAA_TASKS
 from .pande import (BERT_MODEL, BERT_ROWS, FT_BATCH, FT_LR, SCALES as PANDE_SCALES, SEGMENTS, add_bert_base,
                     add_data_steps, pretrained)
 from .pande import bert_run as pande_bert_run, pretrain_cmd as pande_pretrain_cmd
+from .given_bert import add_given_bert
 from .plan import Plan
 from .sparsebert import layout, model_shape, paper_data_steps
 
@@ -265,20 +266,26 @@ def predictions_dir(plan: Plan, row: str, seed: int) -> Path:
     return ft_dir(plan, row, seed) / "eval" / "predictions"
 
 
-def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
+def build(scale: str, runs: Path, device: str = "cpu", bert: Optional[str] = None) -> Plan:
     """The plan of ``scale`` with its runs under ``runs``; ``device`` ("cpu"
-    or "cuda") where the reduced scales train and evaluate (``paper``: GPUs)."""
+    or "cuda") where the reduced scales train and evaluate (``paper``: GPUs);
+    ``bert`` (``paper`` only): a Hugging Face BERT-base folder that replaces
+    the pretrained full model (§3.1: "as in the official bert-base-cased"),
+    converted and fine-tuned on GLUE prepared with its WordPiece."""
+    if bert is not None and scale != "paper":
+        raise ValueError(f"--bert replaces the paper scale's full model; the {scale} scale keeps its reduced one")
     s = SCALES[scale]
     paper = scale == "paper"
-    plan = Plan(PAPER, scale, runs, s.seeds, device=device)
+    plan = Plan(PAPER, scale, runs, s.seeds, device=device, bert=bert)
     cuda = ["--cuda"] if paper or device != "cpu" else []
     shape = (12, 12) if paper else model_shape()
     if paper:
         d = paper_data_steps(plan)
     else:
         d = add_data_steps(plan, PANDE_SCALES[scale], nmt=False)
+    given = add_given_bert(plan, bert, d["glue_raw"], s.tasks) if bert is not None else None
     t_pre, t_eval, t_exp = s.minutes if s.minutes else (None, None, None)
-    to_pretrain = {"full": ("Full attention", []),
+    to_pretrain = {**({} if given else {"full": ("Full attention", [])}),
                    **{k: (pattern_name(*FIXED[k]), ["--attn-layout", layout(pattern(*FIXED[k]), shape), *PRE])
                       for k in PRETRAINED}}
     if paper:  # Table 3's source: a SparseBERT (dam-s) pre-trained with its L1 term
@@ -306,9 +313,11 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
 
     def group(row: Row, seed: int) -> None:
         tasks = row_tasks(s, row.key)
+        glue = given.glue if given and row.model == "full" else d["glue"]  # the given BERT's own WordPiece
+        start = given.checkpoint if given and row.model == "full" else pretrained(plan, bert_dir(plan, row.model))
         for task in tasks:
-            cmd = ["bash", "scripts/finetune-glue.sh", "--data", d["glue"] / f"{task}-bin", "--task", task,
-                   "--checkpoint", pretrained(plan, bert_dir(plan, row.model)), "--save-dir",
+            cmd = ["bash", "scripts/finetune-glue.sh", "--data", glue / f"{task}-bin", "--task", task,
+                   "--checkpoint", start, "--save-dir",
                    ft_dir(plan, row.key, seed) / task, "--recipe", "aaa", "--aaa-target", target(scale, row, task),
                    "--aaa-alpha", ALPHA if row.kind in ("aaa", "dam", "dam-layer") else 0]
             if not paper:  # fewer updates of one batch of 32, the reduced lr and its warm-up
@@ -321,13 +330,13 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
             plan.add(f"{PAPER}/glue/{row.key}/s{seed}/{task}", f"{row.name} [{row.key}]: fine-tuning on {task}, "
                      f"seed {seed}", cmd, ft_minutes(s, row, task))
         plan.add(f"{PAPER}/glue/{row.key}/s{seed}/eval", f"{row.key}: GLUE dev metrics, seed {seed}",
-                 ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, row.key, seed), "--data", d["glue"],
+                 ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, row.key, seed), "--data", glue,
                   "--glue-dir", d["glue_raw"], "--out", ft_dir(plan, row.key, seed) / "eval", "--tasks",
                   " ".join(tasks), *cuda], t_eval)
         if seed == s.seeds[0]:  # the units of the bootstrap over dev examples (rows with fewer than 3 seeds)
             plan.add(f"{PAPER}/glue/{row.key}/s{seed}/predictions", f"{row.key}: dev predictions per example, "
                      f"seed {seed}", ["python", "-m", "fairseq_local_reproduce.pande_predict", "--runs",
-                                      ft_dir(plan, row.key, seed), "--data", d["glue"], "--glue-dir", d["glue_raw"],
+                                      ft_dir(plan, row.key, seed), "--data", glue, "--glue-dir", d["glue_raw"],
                                       "--tasks", *tasks, "--out", predictions_dir(plan, row.key, seed), *cuda],
                      None if t_eval is None else round(t_eval * len(tasks) / 2, 2))
 

@@ -298,8 +298,12 @@ def write_report(plan: Plan) -> Path:
     timing = step_timing(plan.runs, [st.id for st in plan.steps])
     t3 = [(name, key, AAA_TABLE3[name]) for key, name in (("diag-fixed", "Fixed"), ("diag-task", "Task-adaptive"),
                                                             ("diag-task-layer", "Task & Layer-adaptive"))]
-    data = ("the BERT corpus and GLUE; three models pretrained (full, Local2 + Global2, Local2 + Global1 + Random1) "
-            "and a SparseBERT as the source of Table 3's fixed diagonal" if paper else
+    full = (f"the full model given with `--bert {plan.bert}` (converted exactly with convert-hf; its rows "
+            f"fine-tuned on GLUE prepared with its WordPiece), two models pretrained (Local2 + Global2, Local2 + "
+            f"Global1 + Random1) whose comparison with the full model's rows is no longer one of a single "
+            f"pretraining recipe" if plan.bert else
+            "three models pretrained (full, Local2 + Global2, Local2 + Global1 + Random1)")
+    data = (f"the BERT corpus and GLUE; {full} and a SparseBERT as the source of Table 3's fixed diagonal" if paper else
             "the stand-in corpus and the hard stand-in GLUE tasks; three reduced BERTs with segment embedding "
             "pretrained (full, Local2 + Global2, Local2 + Global1 + Random1), every other row fine-tuned from the "
             "full one with its layout")

@@ -27,6 +27,11 @@ models (4 x 4 heads of dimension 16; NMT 6 x 8 heads of dimension 8) on the
 stand-in data; ``paper`` analyses BERT-base on real MNLI and Transformer-base
 on newstest2014 (for GPUs; ``--dry-run`` prints it).  With ``device="cuda"``
 the reduced scales train (Pande et al.'s steps) and analyse on the GPU.
+``paper`` with ``bert=HF_DIR`` (``reproduce hta --scale paper --bert
+HF_DIR``) analyses the given Hugging Face BERT-base, as Pascual et al. did
+(§5: the off-the-shelf BERT-base), converted exactly with ``convert-hf``,
+and its own MNLI fine-tuning on WordPiece pairs, instead of pretraining one
+(:mod:`.given_bert`).
 """
 
 import inspect
@@ -35,6 +40,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import models, pande
+from .given_bert import add_given_bert
 from .plan import Plan, Step
 
 PAPER = "hta"
@@ -55,6 +61,15 @@ MODELS = {
     "nmt-sentences": "NMT encoder, configuration (a) (seed 1), single source sentences",
 }
 PAIR_MODELS = ("bert-pairs", "bert-mnli-pairs")  # drawn per example (Fig. 7)
+# The same analyses of a BERT-base given with --bert (paper scale).
+GIVEN = {"bert-pairs": "the given BERT-base, MNLI dev-matched pairs: the paper's setting",
+         "bert-mnli-pairs": "the given BERT-base fine-tuned on MNLI (seed 1), the same pairs",
+         "bert-sentences": "the given BERT-base, single sentences"}
+
+
+def model_name(plan: Plan, what: str) -> str:
+    """What one analysis (a key of :data:`MODELS`) is of, in this plan."""
+    return GIVEN.get(what, MODELS[what]) if plan.bert else MODELS[what]
 
 
 @dataclass(frozen=True)
@@ -130,14 +145,19 @@ def _pande_plan(scale: str, runs: Path, device: str) -> Plan:
     return pande.build(scale, runs)
 
 
-def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
+def build(scale: str, runs: Path, device: str = "cpu", bert: Optional[str] = None) -> Plan:
     """The plan of ``scale`` with its runs under ``runs``; ``device`` ("cpu"
-    or "cuda"): where the reduced scales train and analyse (``paper``: CUDA)."""
+    or "cuda"): where the reduced scales train and analyse (``paper``: CUDA);
+    ``bert``: a Hugging Face BERT-base folder analysed instead of Pande et
+    al.'s pretraining (``paper`` only)."""
+    if bert is not None and scale != "paper":
+        raise ValueError(f"--bert starts the paper scale from a given BERT-base; the {scale} scale analyses the "
+                         f"reduced models")
     s = SCALES[scale]
-    plan = Plan(PAPER, scale, runs, (SEED,), device=device)
+    plan = Plan(PAPER, scale, runs, (SEED,), device=device, bert=bert)
     theirs = _pande_plan(scale, runs, device)  # the paths of Pande et al.'s runs
-    if scale == "paper":
-        _borrow(plan, theirs.steps, pande_step_ids(scale))
+    if scale == "paper":  # with a given BERT, only the NMT data and baseline (a) are Pande et al.'s
+        _borrow(plan, theirs.steps, pande_step_ids(scale)[:2] if bert else pande_step_ids(scale))
         data = runs / "data-paper"
         wmt, corpus, glue = data / "wmt14_en-de", data / "bert-corpus", data / "glue-bin"
         inputs = {"pairs": data / "glue" / "MNLI" / "dev_matched.tsv",
@@ -159,6 +179,13 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
         extra = [] if device == "cpu" else ["--cuda"]
     pretrained = pande.pretrained(theirs, pande.bert_run(theirs, ARCH))
     finetuned = pande.ft_dir(theirs, ARCH, SEED) / "MNLI" / "checkpoint_best.pt"  # the one evaluate-glue.sh scores
+    if bert is not None:  # the given model, converted, and its own MNLI fine-tuning (the RoBERTa recipe)
+        given = add_given_bert(plan, bert, data / "glue", ["MNLI"])
+        pretrained, corpus, glue, bpe = given.checkpoint, given.folder, given.glue, given.bpe
+        finetuned = plan.out / f"glue-given-s{SEED}" / "MNLI" / "checkpoint_best.pt"
+        plan.add(f"{PAPER}/bert-given/glue-s{SEED}/MNLI", "the given BERT-base: fine-tuning on MNLI (RoBERTa recipe)",
+                 ["bash", "scripts/finetune-glue.sh", "--data", glue / "MNLI-bin", "--task", "MNLI", "--checkpoint",
+                  pretrained, "--save-dir", finetuned.parent])
     pairs = ["--pairs", inputs["pairs"], "--columns", MNLI_COLUMNS]
     # (analysis, checkpoint, its data folder, input options, items read, kind of item)
     runs_of = [("bert-pairs", pretrained, corpus, [*pairs, *bpe], s.pairs, 0),
@@ -168,7 +195,7 @@ def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
     models: Dict[str, list] = {}
     for what, ckpt, data, opts, n, kind in runs_of:
         models[what] = ["--path", ckpt, "--data", data, *opts, "--max-len", MAX_LEN, *extra]
-        plan.add(f"{PAPER}/analysis/{what}", f"HTA of {MODELS[what]} (Figs. 1-6)",
+        plan.add(f"{PAPER}/analysis/{what}", f"HTA of {model_name(plan, what)} (Figs. 1-6)",
                  ["fairseq-local", "analyze", "hta", *models[what], "--max-sentences", n, "--quiet",
                   "--out", analysis_dir(plan, what), "--force"], _minutes(s, n, kind))
     for what in PAIR_MODELS:

@@ -17,7 +17,8 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from . import pande
-from .hta import MAX_LEN, MODELS, PAIR_MODELS, SCALES, SEED, TITLE, analysis_dir, centres_png, examples_dir
+from .hta import (MAX_LEN, MODELS, PAIR_MODELS, SCALES, SEED, TITLE, analysis_dir, centres_png, examples_dir,
+                  model_name)
 from .hta_findings import MAIN, findings, grid, heads_of, thirds  # noqa: F401  (thirds: the layer groups)
 from .numbers_hta import HTA_FIG1, HTA_SETUP
 from .plan import Plan
@@ -169,6 +170,14 @@ def _size(results: Dict[str, Optional[dict]], what: str, name: str) -> str:
     return f"{name} {r['layers']} layers x {r['heads']} heads" if "layers" in r and "heads" in r else name
 
 
+def given_model(plan: Plan) -> str:
+    """Which BERT-base the paper scale analyses."""
+    if plan.bert:
+        return (f"the Hugging Face model given with `--bert {plan.bert}`, converted exactly with "
+                f"`fairseq-local convert-hf`, and its own MNLI fine-tuning")
+    return "Pande et al.'s pretraining"
+
+
 def write_report(plan: Plan) -> Path:
     """``RUNS/hta/report.md`` from the finished steps; what is not there
     yet reads "-" or "not comparable"."""
@@ -189,14 +198,14 @@ def write_report(plan: Plan) -> Path:
             f"The NMT model is the reduced scales' shared baseline (a), seed {SEED}, {PLATEAU_RULE}"
             f"{f' ({stops})' if (stops := stops_line({'(a) s1': pande.nmt_run(plan, 'a', SEED)})) else ''}"
             if reduced else
-            f"BERT-base (Pande et al.'s pretraining) on MNLI dev-matched (the first {s.pairs} pairs, those of at "
+            f"BERT-base ({given_model(plan)}) on MNLI dev-matched (the first {s.pairs} pairs, those of at "
             f"most {MAX_LEN} tokens kept) and Transformer-base (WMT'14 en-de) on newstest2014")
     parts = [f"{TITLE} at `{plan.scale}` scale", "",
              "Pascual, Brunner and Wattenhofer, \"Telling BERT's Full Story: from Local Attention to Global "
              f"Aggregation\" (EACL 2021). Data and models: {data}. Made by `fairseq-local reproduce hta --scale "
              f"{plan.scale}`.", "",
              environment_section(environment(ROOT), plan.seeds, step_timing(plan.runs, [x.id for x in plan.steps]),
-                                 f"Findings are decided on `{MAIN}` ({MODELS[MAIN]}; H2 on every analysis of "
+                                 f"Findings are decided on `{MAIN}` ({model_name(plan, MAIN)}; H2 on every analysis of "
                                  "the pretrained model): one model and one pass over the data, so every interval "
                                  "is a 95 % percentile bootstrap over the heads (2,000 resamples), and the paper's "
                                  "counts of its 144 heads are shares of the heads; the first and last third of the "
@@ -207,7 +216,7 @@ def write_report(plan: Plan) -> Path:
              "Per head, the mean over attention rows of Pearson's r and Spearman's ρ of attention with the "
              "previous-layer contribution (`analyze hta`, Eq. 1 per head output).", "", head_table(results)]
     for what, r in results.items():
-        parts += [f"## `{what}`: {MODELS[what]}", "", "Correlations: the median over the heads of a layer; "
+        parts += [f"## `{what}`: {model_name(plan, what)}", "", "Correlations: the median over the heads of a layer; "
                   "centres of mass: the mean over its heads (negative: past tokens).", "", layer_table(r),
                   *_links(plan, figure_path(plan, what).parent,
                           [(figure_path(plan, what).name, "per layer, 95 % intervals over heads")]

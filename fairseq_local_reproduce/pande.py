@@ -223,13 +223,17 @@ def seeds_of(s: Scale, base: bool) -> Tuple[int, ...]:
     return s.base_seeds if base else s.seeds
 
 
-def build(scale: str, runs: Path, device: str = "cpu") -> Plan:
+def build(scale: str, runs: Path, device: str = "cpu", bert: "str | None" = None) -> Plan:
     """The plan of ``scale`` with its runs under ``runs``; ``device`` ("cpu"
-    or "cuda") where the reduced scales train and analyse."""
+    or "cuda") where the reduced scales train and analyse; ``bert``
+    (``paper`` only): a Hugging Face BERT-base folder instead of pretraining
+    the BERT-base row (:mod:`.pande_paper`)."""
+    if bert is not None and scale != "paper":
+        raise ValueError(f"--bert replaces the paper scale's BERT-base; the {scale} scale keeps its reduced one")
     if scale == "paper":
         from .pande_paper import build_paper
 
-        return build_paper(runs, device)
+        return build_paper(runs, device, bert)
     s = SCALES[scale]
     plan = Plan(PAPER, scale, runs, sorted(set(s.base_seeds) | set(s.seeds)), device=device)
     cuda = [] if device == "cpu" else ["--cuda"]

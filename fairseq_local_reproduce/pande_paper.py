@@ -1,21 +1,27 @@
 """Pande et al.'s plan at ``paper`` scale (:mod:`.pande`): the paper's own
 settings (§5), WMT'14 En-De and En-Ru with Transformer-base, BERT-base
 pretrained on Wikipedia and Gutenberg, real GLUE, and Figs. 1–3 on test
-sentences parsed by a named parser."""
+sentences parsed by a named parser.  With ``bert=HF_DIR`` (``reproduce
+pande --scale paper --bert HF_DIR``) the BERT-base row is the given Hugging
+Face model (:mod:`.given_bert`) instead of this recipe's pretraining."""
 
 from pathlib import Path
+from typing import Optional
 
 from .pande_steps import (BERT_ROWS, LETTERS, PAPER, PAPER_SENTENCES, SEGMENTS, TASKS, TEST_SPLIT, analysis_steps,
                           add_predictions, bert_analysis, bert_run, finetuned, ft_dir)
+from .given_bert import add_given_bert
 from .plan import Plan
 
 
-def build_paper(runs: Path, device: str = "cpu") -> Plan:
+def build_paper(runs: Path, device: str = "cpu", bert: Optional[str] = None) -> Plan:
     """The paper's own settings (§5): WMT'14 En-De and En-Ru with
     Transformer-base, BERT-base pretrained on Wikipedia and Gutenberg, real
     GLUE.  For GPUs (the scripts choose the device; ``device`` is recorded);
-    ``--dry-run`` prints it."""
-    plan = Plan(PAPER, "paper", runs, (1,), device=device)
+    ``--dry-run`` prints it.  ``bert``: a Hugging Face BERT-base folder
+    that replaces the BERT-base row's pretraining (its GLUE is prepared with
+    its own WordPiece, and Figs. 1-3 analyse it)."""
+    plan = Plan(PAPER, "paper", runs, (1,), device=device, bert=bert)
     data = runs / "data-paper"
     for pair in ("en-de", "en-ru"):
         plan.add(f"data-paper/wmt14_{pair}", f"WMT'14 {pair}: download, clean, BPE, binarise",
@@ -35,20 +41,26 @@ def build_paper(runs: Path, device: str = "cpu") -> Plan:
     plan.add("data-paper/glue", "GLUE: QQP, SST-2, MNLI, QNLI (GPT-2 BPE)",
              ["bash", "scripts/prepare-glue.sh", "--glue-dir", glue_raw, "--src-dict", corpus / "dict.txt",
               "--tasks", " ".join(TASKS), "--out", glue])
+    given = add_given_bert(plan, bert, glue_raw, TASKS) if bert is not None else None
     for arch in BERT_ROWS:
-        run = bert_run(plan, arch)
-        plan.add(f"{PAPER}/bert/{arch}/pretrain", f"{arch}: 300k updates at 128, 1k at 512, batch 2K",
-                 ["bash", "scripts/pretrain-bert.sh", arch, "--data", corpus, "--save-dir", run, "--", SEGMENTS])
+        run, data_of = bert_run(plan, arch), glue
+        if given is not None and arch == BERT_ROWS[0]:  # the given BERT-base, on its own WordPiece GLUE
+            start, data_of = given.checkpoint, given.glue
+        else:
+            start = run / "checkpoint_last.pt"
+            plan.add(f"{PAPER}/bert/{arch}/pretrain", f"{arch}: 300k updates at 128, 1k at 512, batch 2K",
+                     ["bash", "scripts/pretrain-bert.sh", arch, "--data", corpus, "--save-dir", run, "--", SEGMENTS])
         for task in TASKS:
             plan.add(f"{PAPER}/bert/{arch}/glue-s1/{task}", f"{arch}: fine-tuning on {task} (RoBERTa recipe)",
-                     ["bash", "scripts/finetune-glue.sh", "--data", glue / f"{task}-bin", "--task", task,
-                      "--arch", arch, "--checkpoint", run / "checkpoint_last.pt", "--save-dir",
-                      ft_dir(plan, arch, 1) / task])
+                     ["bash", "scripts/finetune-glue.sh", "--data", data_of / f"{task}-bin", "--task", task,
+                      "--arch", arch, "--checkpoint", start, "--save-dir", ft_dir(plan, arch, 1) / task])
         plan.add(f"{PAPER}/bert/{arch}/glue-s1/eval", f"{arch}: GLUE dev metrics",
-                 ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, arch, 1), "--data", glue, "--glue-dir",
-                  glue_raw, "--out", ft_dir(plan, arch, 1) / "eval", "--tasks", " ".join(TASKS), "--cuda"])
-        add_predictions(plan, arch, 1, glue, glue_raw)
-    d = {"corpus": corpus, "glue": glue, "glue_raw": glue_raw, "parsed": data / "parsed"}
+                 ["bash", "scripts/evaluate-glue.sh", "--runs", ft_dir(plan, arch, 1), "--data", data_of,
+                  "--glue-dir", glue_raw, "--out", ft_dir(plan, arch, 1) / "eval", "--tasks", " ".join(TASKS),
+                  "--cuda"])
+        add_predictions(plan, arch, 1, data_of, glue_raw)
+    d = {"corpus": corpus, "glue": given.glue if given else glue, "glue_raw": glue_raw, "parsed": data / "parsed",
+         "bpe": given.bpe if given else ["--bpe", "gpt2"]}
     nmt = data / "wmt14_en-de"
     add_analysis_paper(plan, plan.out / "wmt14_en-de" / "a" / "checkpoint_best.pt", nmt, d)
     return plan
@@ -85,4 +97,4 @@ def add_analysis_paper(plan: Plan, nmt_ckpt: Path, nmt_data: Path, d: dict) -> N
                   "--out", conllu])
         analysis_steps(plan, bert_analysis(task),
                         ["--path", finetuned(plan, task, 1), "--data", d["glue"] / f"{task}-bin", "--conllu", conllu,
-                         "--bpe", "gpt2", "--cuda"], PAPER_SENTENCES, None)
+                         *d["bpe"], "--cuda"], PAPER_SENTENCES, None)

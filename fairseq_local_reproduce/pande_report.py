@@ -225,6 +225,10 @@ def write_report(plan: Plan) -> Path:
            "empty and their clauses not comparable (`--scale small` runs all twelve).", ""] if not_run else []),
         *([f"Each model was {PLATEAU_RULE}. How each training ended: {stops}.", ""] if stops else []),
         "## Table 4: BERT-base layouts on GLUE", "",
+        *([f"The BERT-base row is the Hugging Face model given with `--bert {plan.bert}` (converted exactly with "
+           "convert-hf, fine-tuned on GLUE prepared with its own WordPiece), not this recipe's pretraining: the other "
+           "rows' differences from it mix the layout with another pretraining (data, length, tokenizer), so "
+           "they are not the paper's controlled comparison.", ""] if plan.bert else []),
         f"Dev accuracy (MNLI: matched) of the {bert_model}, mean ± sd over fine-tuning seeds where several; "
         "sparsity is the share of masked query-key pairs at length 128." + (layouts_note() if s else ""), "",
         bert_table(scores, bert_weights, TASKS, 128, bert_seeds),

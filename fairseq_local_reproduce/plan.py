@@ -73,6 +73,7 @@ class Plan:
     seeds: Sequence[int]
     steps: List[Step] = field(default_factory=list)
     device: str = "cpu"  # "cpu" or "cuda": where the reduced scales train (paper scale: the scripts' own choice)
+    bert: "str | None" = None  # paper scale: a Hugging Face BERT-base folder used instead of pretraining one
 
     def cpu_flag(self) -> List[str]:
         """``["--cpu"]`` for the scripts that take it when the plan runs on
@@ -157,8 +158,9 @@ def is_done(runs: Path, step: Step) -> bool:
 
 
 def check_plan_file(plan: Plan) -> None:
-    """Refuse (one line) to continue a folder made at another scale: its
-    finished steps would be skipped and mixed into this report."""
+    """Refuse (one line) to continue a folder made at another scale, or with
+    another ``--bert`` model: its finished steps would be skipped, or its
+    fine-tuning runs resumed, and mixed into this report."""
     path = plan.out / "plan.json"
     if not path.is_file():
         return
@@ -171,6 +173,12 @@ def check_plan_file(plan: Plan) -> None:
     if saved.get("scale") != plan.scale:
         raise InputError(f"'{plan.out}' holds the {saved.get('scale')} scale of {plan.paper}: "
                          f"use another --runs for --scale {plan.scale}, or --scale {saved.get('scale')} to resume it")
+    if saved.get("bert") != plan.bert:
+        def given(bert):
+            return f"--bert {bert}" if bert else "no --bert (its own pretraining)"
+
+        raise InputError(f"'{plan.out}' was planned with {given(saved.get('bert'))}, not {given(plan.bert)}: "
+                         f"use another --runs")
 
 
 def write_plan_file(plan: Plan) -> None:
@@ -178,6 +186,7 @@ def write_plan_file(plan: Plan) -> None:
 
     plan.out.mkdir(parents=True, exist_ok=True)
     body = {"paper": plan.paper, "scale": plan.scale, "seeds": list(plan.seeds),
+            **({"bert": plan.bert} if plan.bert else {}),
             "steps": [{"id": s.id, "cmd": list(s.cmd), "minutes": s.minutes} for s in plan.steps]}
     outputs.write_text(plan.out / "plan.json", json.dumps(body, indent=1) + "\n")
 

@@ -48,6 +48,7 @@ def save_model(folder: str, cls_name: str, seed: int = 0, words: Sequence[str] =
     ``folder``; a BERT's vocabulary is :data:`BERT_VOCAB` plus ``words``."""
     import transformers
 
+    transformers.utils.logging.disable_progress_bar()  # save_pretrained's "Writing model shards" bar
     bert = cls_name.startswith("Bert")
     os.makedirs(folder, exist_ok=True)
     if bert:

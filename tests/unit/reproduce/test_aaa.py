@@ -371,3 +371,29 @@ def test_device(tmp_path, device):
     assert evals and all(("--cuda" in st.cmd) == (device == "cuda") for st in evals)
     preds = [st for st in plan.steps if st.id.endswith("/predictions")]
     assert {st.id.split("/")[3] for st in preds} == {"s1"} and len(preds) == len(aaa.rows(aaa.SCALES["tiny"]))
+
+
+def test_paper_scale_starts_the_full_models_rows_from_a_given_bert(tmp_path, monkeypatch):
+    """--bert HF_DIR: no full-model pretraining; every row fine-tuned from
+    the full model starts from the converted BERT on its WordPiece GLUE; the
+    rows pretrained with a pattern keep their own model and data; the report
+    says so."""
+    from fairseq_local_reproduce import environment
+
+    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
+    plan = aaa.build("paper", tmp_path, bert="/models/bert-base-cased")
+    ids = [s.id for s in plan.steps]
+    assert "aaa/bert/full/pretrain" not in ids and "aaa/bert/l2g2/pretrain" in ids
+    assert {"aaa/bert-given/convert", "aaa/bert-given/glue"} <= set(ids)
+    given, glue = tmp_path / "aaa" / "bert-given" / "model.pt", tmp_path / "aaa" / "glue-given"
+    rows = aaa.rows(aaa.SCALES["paper"])
+    for st in _finetunes(plan):
+        from_full = rows[st.id.split("/")[2]].model == "full"
+        assert (_flag(st.cmd, "--checkpoint") == str(given)) == from_full, st.id
+        assert _flag(st.cmd, "--data").startswith(str(glue)) == from_full, st.id
+    evals = [st for st in plan.steps if st.id.endswith("/eval")]
+    assert all((_flag(st.cmd, "--data") == str(glue)) == (rows[st.id.split("/")[2]].model == "full") for st in evals)
+    text = rep.write_report(plan).read_text()
+    assert "the full model given with `--bert /models/bert-base-cased`" in text
+    with pytest.raises(ValueError, match="the tiny scale keeps its reduced one"):
+        aaa.build("tiny", tmp_path, bert="/models/bert-base-cased")

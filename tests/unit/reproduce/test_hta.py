@@ -284,3 +284,61 @@ def test_report_with_nothing_finished(tmp_path, monkeypatch):
         text = rep.write_report(hta.build(scale, tmp_path / scale)).read_text()
         assert "9 findings: 0 reproduced, 0 contradicted, 0 inconclusive, 9 not comparable." in text
         assert "![" not in text
+
+
+def test_paper_scale_analyses_a_given_bert_instead_of_pretraining_one(tmp_path, monkeypatch, capsys):
+    """--bert HF_DIR: converted (convert-hf), its own WordPiece MNLI and
+    fine-tuning; no BERT pretraining, corpus or GPT-2 GLUE step; the NMT
+    steps are still Pande et al.'s; the report names the model."""
+    from fairseq_local_reproduce import environment
+
+    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
+    plan = hta.build("paper", tmp_path, bert="/models/bert-base-uncased")
+    ids = [s.id for s in plan.steps]
+    assert ids[:5] == ["data-paper/wmt14_en-de", "pande/wmt14_en-de/a/train", "hta/bert-given/convert",
+                       "hta/bert-given/glue", "hta/bert-given/glue-s1/MNLI"]
+    assert not any("pretrain" in i or "bert-corpus" in i or i == "data-paper/glue" for i in ids)
+    convert, glue, ft = (_step(plan, i).cmd for i in ids[2:5])
+    folder = tmp_path / "hta" / "bert-given"
+    assert convert == ("fairseq-local", "convert-hf", "/models/bert-base-uncased", str(folder))
+    assert _flag(glue, "--bpe") == "wordpiece" and _flag(glue, "--src-dict") == str(folder / "dict.txt")
+    assert _flag(ft, "--checkpoint") == str(folder / "model.pt") and "--arch" not in ft
+    for what in ("bert-pairs", "bert-sentences"):
+        cmd = _step(plan, f"hta/analysis/{what}").cmd
+        assert _flag(cmd, "--path") == str(folder / "model.pt") and _flag(cmd, "--bpe") == "wordpiece"
+    mnli = _step(plan, "hta/analysis/bert-mnli-pairs").cmd
+    assert _flag(mnli, "--path") == str(tmp_path / "hta" / "glue-given-s1" / "MNLI" / "checkpoint_best.pt")
+    assert _flag(mnli, "--data") == str(tmp_path / "hta" / "glue-given" / "MNLI-bin")
+    deps = dependencies(plan.steps)
+    assert {"hta/bert-given/convert", "hta/bert-given/glue"} <= deps["hta/bert-given/glue-s1/MNLI"]
+    assert "hta/bert-given/glue-s1/MNLI" in deps["hta/analysis/bert-mnli-pairs"]
+    assert "hta/bert-given/convert" in deps["hta/analysis/bert-pairs"]
+    text = rep.write_report(plan).read_text()
+    assert "`--bert /models/bert-base-uncased`, converted exactly" in text and "Pande et al.'s pretraining" not in text
+    assert "the given BERT-base, MNLI dev-matched pairs" in text
+    with pytest.raises(ValueError, match="the tiny scale analyses the reduced models"):
+        hta.build("tiny", tmp_path, bert="/models/bert-base-uncased")
+
+
+def test_bert_option_is_checked_before_the_plan(tmp_path, capsys):
+    from fairseq_local_cli.main import main as cli
+
+    from helpers.hf import save_model
+
+    small = save_model(str(tmp_path / "small"), "BertModel")  # 2 x 4: fine for hta, not for the 12 x 12 layouts
+    for argv, folder, message in (
+            (["sparsebert", "--scale", "paper"], "nothing", "read by 'reproduce hta|aaa|pande --scale paper' only"),
+            (["hta", "--scale", "tiny"], "nothing", "the reduced scales keep their reduced models"),
+            (["hta", "--scale", "paper"], "nothing", "is not a local folder"),
+            (["aaa", "--scale", "paper"], small, "has 2 layers x 4 heads: the aaa plan's layouts are BERT-base's")):
+        try:
+            code = cli(["reproduce", *argv, "--bert", str(tmp_path / folder), "--runs", str(tmp_path / "r"),
+                        "--dry-run"])
+        except SystemExit as e:
+            code = e.code
+        err = capsys.readouterr().err
+        assert code != 0 and len(err.splitlines()) == 1 and message in err, err
+    assert not (tmp_path / "r").exists()
+    assert cli(["reproduce", "hta", "--scale", "paper", "--bert", small, "--runs", str(tmp_path / "r"),
+                "--dry-run"]) == 0
+    assert "fairseq-local convert-hf " + small in capsys.readouterr().out

@@ -188,3 +188,29 @@ def test_figures_name_model_and_scale_and_number_layers_from_1(runs, monkeypatch
 def test_mask_sparsity():
     assert rep.mask_sparsity("roberta_band2", 128) == pytest.approx(1 - (5 * 128 - 6) / 128 ** 2)
     assert rep.mask_sparsity("roberta_local_base") == 0.0
+
+
+def test_paper_scale_with_a_given_bert_base(tmp_path, monkeypatch):
+    """--bert HF_DIR: the BERT-base row is the converted model on its
+    WordPiece GLUE (no pretraining step), Figs. 1-3 analyse it with its
+    WordPiece, the other rows keep their pretraining, and the report says the
+    comparison is no longer a controlled one."""
+    from fairseq_local_reproduce import environment
+
+    monkeypatch.setattr(environment, "_git_commit", lambda root: "abc1234")
+    plan = pande.build("paper", tmp_path, bert="/models/bert-base-uncased")
+    ids = [s.id for s in plan.steps]
+    base = pande.BERT_ROWS[0]
+    assert f"pande/bert/{base}/pretrain" not in ids and f"pande/bert/{pande.BERT_ROWS[1]}/pretrain" in ids
+    step = {s.id: s.cmd for s in plan.steps}
+    ft = step[f"pande/bert/{base}/glue-s1/MNLI"]
+    assert ft[ft.index("--checkpoint") + 1] == str(tmp_path / "pande" / "bert-given" / "model.pt")
+    assert ft[ft.index("--data") + 1] == str(tmp_path / "pande" / "glue-given" / "MNLI-bin")
+    other = step[f"pande/bert/{pande.BERT_ROWS[1]}/glue-s1/MNLI"]
+    assert other[other.index("--data") + 1] == str(tmp_path / "data-paper" / "glue-bin" / "MNLI-bin")
+    analyses = [c for i, c in step.items() if "/analysis/" in i and "--conllu" in c and "bert" in i]
+    assert len(analyses) == 8 and all(c[c.index("--bpe") + 1] == "wordpiece" for c in analyses)  # dump, sensitivity
+    text = rep.write_report(plan).read_text()
+    assert "given with `--bert /models/bert-base-uncased`" in text and "not the paper's controlled comparison" in text
+    with pytest.raises(ValueError, match="the tiny scale keeps its reduced one"):
+        pande.build("tiny", tmp_path, bert="/models/bert-base-uncased")

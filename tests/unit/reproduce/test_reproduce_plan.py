@@ -174,6 +174,10 @@ def test_other_scale_in_the_same_folder_is_refused(tmp_path, monkeypatch):
     run_plan(_plan(tmp_path, 1))
     with pytest.raises(InputError, match="holds the tiny scale of pande: use another --runs for --scale small"):
         check_plan_file(_plan(tmp_path, 1, scale="small"))
+    given = _plan(tmp_path, 1)
+    given.bert = "/models/bert-base"  # another BERT-base: its fine-tuning runs must not be resumed
+    with pytest.raises(InputError, match="planned with no --bert \\(its own pretraining\\), not --bert /models/bert-base"):
+        check_plan_file(given)
     (tmp_path / "pande" / "plan.json").write_text("[1, 2]")
     with pytest.raises(InputError, match="is not a plan of pande"):
         check_plan_file(_plan(tmp_path, 1))
