@@ -18,7 +18,8 @@ dump: one record per sentence, saved with torch.save as a list of dicts:
   words     the words
   heads     each word's syntactic head (0-based, -1 for the root); only with --conllu
   relations each word's dependency relation (CoNLL-U DEPREL); only with --conllu
-  counts    each token's count in the model's dictionary (its training data)
+  counts    each token's count in the model's dictionary (its training data;
+            absent where every count is equal: a convert-hf dictionary)
   ranks     each token's frequency rank in the dictionary (0: the most frequent;
             the number of non-special symbols with a larger count)
   attn      float tensor (L, H, T, T): row i of head h in layer l is what the

@@ -36,13 +36,17 @@ convert-roberta: the weights are copied, Q/K groups shared by several heads
 start from their first member (--tie-init), and the learned extras (DAM
 logits, AAA selector, head gates) start fresh.
 
-Load it with LocalRobertaModel.from_pretrained(OUT_DIR) (which finds the
-folder's tokenizer) or fairseq's RobertaModel.from_pretrained(OUT_DIR,
-'model.pt', user_dir=..., bpe='bert', bpe_vocab_file=OUT_DIR/vocab.txt) for
-BERT; fine-tune it with fairseq-train --finetune-from-model OUT_DIR/model.pt
-and the arch's options (plus --segment-embeddings --layernorm-eps EPS
---positions absolute for BERT; fairseq-local inspect prints them). dict.txt's
-counts are all 1: a Hugging Face folder has no token frequencies."""
+Load it with fairseq's RobertaModel.from_pretrained(OUT_DIR, 'model.pt',
+user_dir=...), which reads the BPE saved in model.pt (bert over vocab.txt,
+gpt2 over vocab.json/merges.txt, as paths into OUT_DIR), or with
+LocalRobertaModel.from_pretrained(OUT_DIR), which finds them wherever the
+folder has moved. Analyse it with attention dump and analyze (--bpe auto finds
+the tokenizer); fine-tune it with scripts/prepare-glue.sh --bpe wordpiece and
+scripts/finetune-glue.sh --checkpoint OUT_DIR/model.pt, or fairseq-train
+--finetune-from-model OUT_DIR/model.pt with the model's options (for BERT
+--segment-embeddings --layernorm-eps EPS --positions absolute; fairseq-local
+inspect prints them). dict.txt's counts are all 1: a Hugging Face folder has
+no token frequencies. See docs/huggingface.md."""
 
 EPILOG = """\
 example:
@@ -100,6 +104,8 @@ def main(argv: Optional[List[str]] = None) -> int:
                           force=args.force)
         else:
             check_folder(out.parent, "converted model's folder")
+        print(f"converting {args.hf_dir}: {cfg['_class']}, {cfg['num_hidden_layers']} layers x "
+              f"{cfg['num_attention_heads']} heads, vocabulary {cfg['vocab_size']}", flush=True)
         model, options, vocab, cfg, notes = conv.convert_hf_model(args.hf_dir, args.arch, attention,
                                                                   args.tie_init, args.seed)
         saved = conv.checkpoint_options(options, cfg, vocab, args.out_dir)

@@ -44,13 +44,17 @@ class Item:
     ranks: Optional[List[int]] = None
 
 
-def frequency(dictionary) -> Tuple[List[int], List[int]]:
+def frequency(dictionary) -> Tuple[Optional[List[int]], Optional[List[int]]]:
     """Per symbol of a fairseq ``dictionary``: its count (how often it occurs
     in the training data, as fairseq-preprocess counted it) and its frequency
     rank, the number of non-special symbols with a larger count (0: the most
-    frequent)."""
+    frequent).  (None, None) for a dictionary without frequencies, whose
+    symbols all have one count (``convert-hf`` writes 1: a Hugging Face
+    vocabulary has none)."""
     counts = [int(c) for c in dictionary.count]
     ascending = sorted(counts[dictionary.nspecial:])
+    if len(ascending) > 1 and ascending[0] == ascending[-1]:
+        return None, None
     return counts, [len(ascending) - bisect.bisect_right(ascending, c) for c in counts]
 
 
@@ -85,7 +89,8 @@ def prepare(model: AnalysisModel, sentences, max_len: Optional[int] = None) -> T
         rels = getattr(s, "relations", None)
         items.append(Item(k, list(s.words), None if s.heads is None else list(s.heads), tok,
                           relations=None if s.heads is None or rels is None else list(rels),
-                          counts=[counts[i] for i in tok.ids], ranks=[ranks[i] for i in tok.ids]))
+                          counts=None if counts is None else [counts[i] for i in tok.ids],
+                          ranks=None if ranks is None else [ranks[i] for i in tok.ids]))
     warning = model.unknown_warning(tokenised)
     if warning:
         print(warning, file=sys.stderr)

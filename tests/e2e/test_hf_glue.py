@@ -8,7 +8,7 @@ import json
 import pytest
 
 from fairseq_local_data import glue_fake
-from helpers import run
+from helpers import USER_DIR, run
 from helpers.hf import save_model
 
 pytestmark = pytest.mark.slow  # runs the scripts and commands as processes
@@ -78,3 +78,27 @@ def test_aaa_finetunes_with_its_hinge(prepared):
     save = w / "runs-aaa" / "RTE"
     r = finetune(w, w / "aaa" / "model.pt", save, "--recipe", "aaa", "--aaa-target", "0.5", "--max-update", "2")
     assert "num_updates 2" in r.stdout and "aaa_rho" in r.stdout
+
+
+def test_fairseq_train_restores_a_converted_model(prepared, tmp_path):
+    """fairseq-train --restore-file (a new stage: fresh optimizer and
+    dataloader) on masked-LM data binarised with the converted dictionary."""
+    from fairseq_local_data.bpe import encode_lines
+
+    w = prepared
+    rows = [line.split("\t") for line in (w / "glue" / "RTE" / "train.tsv").read_text().splitlines()[1:]]
+    text = encode_lines([r[1] for r in rows] + [r[2] for r in rows], "wordpiece", w / "band" / "vocab.txt")
+    (tmp_path / "train.txt").write_text("\n".join(text) + "\n")
+    run(["fairseq-preprocess", "--only-source", "--srcdict", str(w / "band" / "dict.txt"), "--trainpref",
+         str(tmp_path / "train.txt"), "--validpref", str(tmp_path / "train.txt"), "--destdir", str(tmp_path / "bin"),
+         "--workers", "1"])
+    r = run(["fairseq-train", str(tmp_path / "bin"), "--user-dir", USER_DIR, "--task", "masked_lm",
+             "--criterion", "masked_lm", "--arch", "roberta_local_base", "--encoder-layers", "2",
+             "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64", "--encoder-attention-heads", "4",
+             "--attn-layout", "[band-2*4]*2", "--segment-embeddings", "--layernorm-eps", "1e-12",
+             "--positions", "absolute", "--max-positions", "64", "--tokens-per-sample", "64",
+             "--restore-file", str(w / "band" / "model.pt"), "--reset-optimizer", "--reset-dataloader",
+             "--reset-meters", "--reset-lr-scheduler", "--optimizer", "adam", "--lr", "1e-4", "--batch-size", "8",
+             "--max-update", "2", "--cpu", "--save-dir", str(tmp_path / "ck"), "--no-epoch-checkpoints",
+             "--num-workers", "0"])
+    assert "Loaded checkpoint" in r.stdout and "num_updates 2" in r.stdout

@@ -283,3 +283,8 @@ def test_records_keep_relations_and_dictionary_counts(tmp_path):
     text.write_text("the cat\n")
     (plain,) = dump_records(m, prepare(m, read_sentences(text=str(text)))[0], progress=False)
     assert "relations" not in plain and "heads" not in plain and len(plain["counts"]) == len(plain["tokens"]) == 5
+    for i in range(d.nspecial, len(d)):  # no frequencies (a convert-hf dictionary: every count 1)
+        d.count[i] = 1
+    assert frequency(d) == (None, None)
+    (flat,) = dump_records(m, prepare(m, read_sentences(text=str(text)))[0], progress=False)
+    assert "counts" not in flat and "ranks" not in flat and len(flat["tokens"]) == 5

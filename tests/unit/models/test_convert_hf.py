@@ -68,16 +68,23 @@ def test_folder_loads_through_the_hub_with_its_tokenizer(folders, cls, tmp_path,
     assert code == 0
     assert sorted(os.listdir(out)) == (["dict.txt", "model.pt", "tokenizer_config.json", "vocab.txt"] if cls.startswith("Bert")
                                        else ["dict.txt", "merges.txt", "model.pt", "vocab.json"])
+    _, _, vocab, _, _ = convert_hf_model(folders[cls])
+    from fairseq.models.roberta import RobertaModel
+
+    from helpers import USER_DIR
+
+    stock = RobertaModel.from_pretrained(str(out), "model.pt", user_dir=USER_DIR)  # fairseq's own: the saved BPE
+    assert max(compare(stock.model, folders[cls], vocab.perm).values()) < TOL
     moved = tmp_path / "moved"
     os.rename(out, moved)  # the folder carries its tokenizer wherever it goes
     hub = LocalRobertaModel.from_pretrained(str(moved))
-    _, _, vocab, _, _ = convert_hf_model(folders[cls])
     assert max(compare(hub.model, folders[cls], vocab.perm).values()) < TOL
     to_hf = torch.tensor(vocab.perm)
     a, b = "the cat sat on the mat.", "a big dog ran"
     if cls.startswith("Bert"):  # [CLS] A [SEP] B [SEP], as BERT was trained
         want = BertTokenizer(str(moved / "vocab.txt"))(a, b)["input_ids"]
         assert to_hf[hub.encode(a, b, no_separator=True)].tolist() == want
+        assert to_hf[stock.encode(a, b, no_separator=True)].tolist() == want
     else:
         want = AutoTokenizer.from_pretrained(folders[cls])(a)["input_ids"]
         assert to_hf[hub.encode(a)].tolist() == want
@@ -187,7 +194,7 @@ def test_attention_dump_reproduces_transformers_for_the_same_input(folders, cls,
     (tmp_path / "s.txt").write_text("the cats walked on the mat .\nunable dog , big red house\n")
     (tmp_path / "p.tsv").write_text("the cats walked\tthe dog sat .\nred house\ta cat ran\n")
     tokenizer, hf = AutoTokenizer.from_pretrained(folders[cls]), hf_model(folders[cls])
-    bert = cls.startswith("Bert")
+    bert, seen = cls.startswith("Bert"), 0
     for flag, name in (("--text", "s.txt"), ("--pairs", "p.tsv")):
         _dump(["attention", "dump", "--path", str(out / "model.pt"), flag, str(tmp_path / name),
                "--out", str(tmp_path / "d.pt"), "--quiet"])
@@ -198,19 +205,25 @@ def test_attention_dump_reproduces_transformers_for_the_same_input(folders, cls,
             enc = tokenizer(*line.split("\t"), return_tensors="pt")
             names = {"[CLS]": "<s>", "[SEP]": "</s>"}
             hf_tokens = tokenizer.convert_ids_to_tokens(enc["input_ids"][0])
+            assert "counts" not in rec and "ranks" not in rec  # a Hugging Face vocabulary has no frequencies
             if bert:  # WordPiece strings are the dictionary's symbols; RoBERTa's dump shows decoded text
                 assert rec["tokens"] == [names.get(t, t) for t in hf_tokens]
+                pieces = [k for k, t in enumerate(rec["tokens"]) if t.startswith("##")]  # "cat ##s": one word
+                assert all(rec["word_ids"][k] == rec["word_ids"][k - 1] >= 0 for k in pieces)
+                seen += len(pieces)
             assert len(rec["tokens"]) == len(hf_tokens)
             with torch.no_grad():
                 attn = torch.cat(hf(**enc, output_attentions=True).attentions)  # (L, H, T, T)
             assert rec["attn"].shape == attn.shape and (rec["attn"] - attn).abs().max() < TOL
             if flag == "--pairs" and bert:
                 assert rec["separator"] == [enc["token_type_ids"][0].tolist().index(1) - 1]
+    assert seen >= 4 or not bert  # "cats", "walked" in both files
 
 
 @pytest.mark.slow
-def test_analyze_hta_runs_on_a_converted_bert(tmp_path, capsys):
-    """Pascual et al.'s HTA needs T <= d_h: a BERT with 32-dimensional heads."""
+def test_every_analysis_runs_on_a_converted_bert(tmp_path, capsys):
+    """Every analyze command reads the converted checkpoint or its dump;
+    Pascual et al.'s HTA needs T <= d_h: a BERT with 32-dimensional heads."""
     folder = save_model(str(tmp_path / "hf"), "BertForMaskedLM", hidden_size=64, num_attention_heads=2)
     assert main([folder, str(tmp_path / "bert")]) == 0
     (tmp_path / "p.tsv").write_text("the cats walked\tthe dog sat .\nred house\ta cat ran\nthe mat\tis big\n")
@@ -218,3 +231,11 @@ def test_analyze_hta_runs_on_a_converted_bert(tmp_path, capsys):
            "--out", str(tmp_path / "hta"), "--quiet"])
     result = json.loads((tmp_path / "hta" / "hta.json").read_text())
     assert (result["sentences"], result["skipped"], result["layers"], result["heads"]) == (3, 0, 2, 2)
+    model = ["--path", str(tmp_path / "bert" / "model.pt"), "--pairs", str(tmp_path / "p.tsv"), "--quiet"]
+    for what in ("sensitivity", "importance"):
+        _dump(["analyze", what, *model, "--out", str(tmp_path / what)])
+        assert (tmp_path / what / f"{what}.json").is_file()
+    _dump(["attention", "dump", *model, "--out", str(tmp_path / "d.pt")])
+    for what in ("bias", "roles"):
+        _dump(["analyze", what, str(tmp_path / "d.pt"), "--out", str(tmp_path / what), "--quiet"])
+        assert (tmp_path / what / f"{what}.json").is_file()
