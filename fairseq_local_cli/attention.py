@@ -32,8 +32,8 @@ dump: one record per sentence, saved with torch.save as a list of dicts:
 --pairs FILE.tsv: sentence pairs (Pascual et al. §5: MNLI), "A<TAB>B" a line,
 or a GLUE TSV with a header and --columns sentence1,sentence2. Encoded as
 fairseq's sentence_prediction task encodes a pair (scripts/finetune-glue.sh:
---init-token 0 --separator-token 2); RoBERTa models only. A model with
-segment embeddings (a BERT from convert-hf) gets BERT's <s> A </s> B </s>.
+--init-token 0 --separator-token 2); RoBERTa models only. A BERT (segment
+embeddings and absolute positions: convert-hf) gets BERT's <s> A </s> B </s>.
 
 The model's subword tokeniser is applied to each word (--bpe auto: the one in
 DATA/bpe, as scripts/bpe-binarize.sh and scripts/prepare-bert-corpus.sh leave

@@ -40,8 +40,8 @@
 #     alpha rising linearly to A at half the updates (--aaa-schedule linear,
 #     the default) or constant. Use it with --arch roberta_aaa and a converted
 #     full-attention checkpoint (fairseq-local convert-roberta).
-# Sentence pairs: RoBERTa's <s> A </s> </s> B </s>; a checkpoint with segment
-# embeddings (a BERT from fairseq-local convert-hf) gets BERT's <s> A </s> B </s>.
+# Sentence pairs: RoBERTa's <s> A </s> </s> B </s>; a checkpoint with segment embeddings
+# and absolute positions (a BERT from fairseq-local convert-hf) gets BERT's <s> A </s> B </s>.
 # --max-epoch / --max-update override the recipe's length (the decay and the
 # warm-up follow). Anything after "--" is passed to fairseq-train last, so it
 # overrides these defaults. Writes SAVE_DIR/{checkpoint_best.pt,
@@ -150,10 +150,10 @@ if [ "$TOTAL" = "${T_TOTAL:-x}" ] && [ "$RECIPE" = roberta ]; then WARM="$T_WARM
 else WARM=$(awk -v f="$WARM_FRAC" -v t="$TOTAL" 'BEGIN { w = f * t; r = int(w); d = w - r
   if (d > 0.5 || (d == 0.5 && r % 2 == 1)) r++; print r }'); fi  # round half to even, as Python's round()
 
-# A pair is RoBERTa's <s> A </s> </s> B </s> (--separator-token 2), or for a model
-# with segment embeddings (BERT) BERT's [CLS] A [SEP] B [SEP]: <s> A </s> B </s>.
+# A pair is RoBERTa's <s> A </s> </s> B </s> (--separator-token 2), or for a BERT
+# (segment embeddings, absolute positions: convert-hf) [CLS] A [SEP] B [SEP]: <s> A </s> B </s>.
 SEPARATOR=(--separator-token 2)
-[ "${CK_SEG:-}" != True ] || SEPARATOR=()
+[ "${CK_SEG:-}" != True ] || [ "${CK_POSITIONS:-}" != absolute ] || SEPARATOR=()
 cmd=(fairseq-train "$DATA" --user-dir "$USER_DIR" --task sentence_prediction --arch "$ARCH"
   --criterion "$CRITERION" --num-classes "$NCLS" --init-token 0 ${SEPARATOR[@]+"${SEPARATOR[@]}"}
   --max-positions "$MAXPOS" --batch-size "$BSZ" --max-tokens 4400 --required-batch-size-multiple 1

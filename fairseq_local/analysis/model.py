@@ -157,8 +157,10 @@ class AnalysisModel:
             raise AnalysisError(f"'{name}' has no fairseq-local attention module in its encoder "
                                 f"(a stock fairseq model? convert RoBERTa with fairseq-local convert-roberta)")
         self.roberta = hasattr(getattr(model, "encoder", None), "sentence_encoder")
-        # BERT (segment embeddings) separates a pair with one </s>, RoBERTa with two
-        self.bert_pairs = self.roberta and bool(getattr(getattr(model, "args", None), "segment_embeddings", False))
+        # a BERT (segment embeddings and absolute positions: convert-hf) separates a pair with one </s>
+        args = getattr(model, "args", None)
+        self.bert_pairs = self.roberta and bool(getattr(args, "segment_embeddings", False)) \
+            and getattr(args, "positions", None) == "absolute"
         self.dictionary = dictionary
         self.tokeniser = tokeniser
         self.target_tokeniser = target_tokeniser
@@ -228,9 +230,9 @@ class AnalysisModel:
         The words of B are numbered after those of A (word ``len(words) + k``
         is B's k-th word); each sentence is tokenised on its own (its first
         word is a sentence start, as GPT-2's BPE of a GLUE column sees it).
-        Pascual et al. §5 analyse such MNLI pairs.  A model with segment
-        embeddings (BERT, e.g. after ``convert-hf``) gets BERT's
-        ``[CLS] A [SEP] B [SEP]``: ``<s> A </s> B </s>``.  A translation
+        Pascual et al. §5 analyse such MNLI pairs.  A BERT (segment
+        embeddings and ``--positions absolute``: a ``convert-hf`` model and its
+        fine-tunings) gets BERT's ``[CLS] A [SEP] B [SEP]``: ``<s> A </s> B </s>``.  A translation
         encoder has no separator: a pair is an :class:`AnalysisError`."""
         d = self.dictionary
         if second is not None and not self.roberta:

@@ -49,22 +49,30 @@ def test_pair_first_word_of_b_is_a_sentence_start():
 
 
 def test_segment_ids_of_a_pair_with_segment_embeddings():
-    """A --segment-embeddings model (BERT) gets BERT's pair, <s> A </s> B </s>:
-    one separator, segment 1 right after it."""
+    """A --segment-embeddings model reads segment 1 from the second </s> on;
+    a BERT (with --positions absolute, as convert-hf writes it) gets BERT's
+    pair, <s> A </s> B </s>: one separator, segment 1 right after it."""
     torch.manual_seed(0)
     model = build_roberta("roberta_local_base", dict(DIMS, attn_layout="[global*4]*2", max_positions=24,
                                                      segment_embeddings=True), vocab_size=VOCAB)
     m = AnalysisModel(model, dummy_dictionary(VOCAB), pieces)
     tok = m.tokenise(["the", "a"], ["cat", "go"])
     segments = segment_ids(torch.tensor([tok.ids]), m.dictionary.eos())[0].tolist()
-    assert tok.separator == [tok.ids.index(m.dictionary.eos())] and tok.ids.count(m.dictionary.eos()) == 2
-    assert segments == [0] * (tok.separator[0] + 1) + [1] * (len(tok.ids) - tok.separator[0] - 1)
-    assert tok.sentence_ids == [-1, *[0] * (tok.separator[0] - 1), -1, *[1] * (len(tok.ids) - tok.separator[0] - 2), -1]
+    assert segments == [0, 0, 0, 0, 0, 1, 1, 1, 1, 1]
     items, _ = prepare(m, PAIRS)
     src, lengths = m.collate([it.input for it in items])
     c = input_contribution(m, src, lengths)  # (B, L, H, T, T); the segment embedding is part of e
     assert c.shape == (2, 2, 4, src.shape[1], src.shape[1])
-    torch.testing.assert_close(c[0].sum(-1), torch.ones(2, 4, src.shape[1]))
+    torch.testing.assert_close(c[0].sum(-1), torch.ones(2, 4, 10))
+    bert = build_roberta("roberta_local_base", dict(DIMS, attn_layout="[global*4]*2", max_positions=24,
+                                                    segment_embeddings=True, positions="absolute"), vocab_size=VOCAB)
+    b = AnalysisModel(bert, dummy_dictionary(VOCAB), pieces)
+    tok = b.tokenise(["the", "a"], ["cat", "go"])
+    segments = segment_ids(torch.tensor([tok.ids]), b.dictionary.eos())[0].tolist()
+    assert tok.separator == [tok.ids.index(b.dictionary.eos())] and tok.ids.count(b.dictionary.eos()) == 2
+    assert segments == [0] * (tok.separator[0] + 1) + [1] * (len(tok.ids) - tok.separator[0] - 1)
+    sep = tok.separator[0]
+    assert tok.sentence_ids == [-1, *[0] * (sep - 1), -1, *[1] * (len(tok.ids) - sep - 2), -1]
 
 
 def test_translation_models_refuse_pairs():
